@@ -1,0 +1,235 @@
+"""GemmOp: one compiled kernel, called on torch tensors.
+
+Every argument is checked before launch (type, dtype, device, shape, strides, the 16-byte
+alignment TMA needs, the GPU's arch) and a bad one raises TypeError/ValueError naming it.  The
+launch path does no sync, no cudaMalloc and no host work that grows with the data, so it can be
+captured in a CUDA graph; what does not depend on the call (library, arch check, workspace) is
+looked up once and cached.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from .generator import GemmSpec
+from .library import STATUS_NAMES, KernelLibrary
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+ARCH_CAPABILITY = {"sm90a": (9, 0)}
+_ALIGN_BYTES = 16  # TMA: base addresses and row strides are multiples of 16 bytes
+
+try:  # the raw-stream getter skips building a torch.cuda.Stream object on every call
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover - older/newer torch
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+class FusedGemmError(RuntimeError):
+    """The kernel refused the problem or its launch failed (after Python-side validation)."""
+
+
+def _tensor(name: str, t, dtype: torch.dtype, device: torch.device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name} has dtype {t.dtype}, but this kernel takes {dtype}")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, but x is on {device}")
+
+
+def _aligned(name: str, t: torch.Tensor) -> None:
+    if t.data_ptr() % _ALIGN_BYTES:
+        raise ValueError(f"{name} data pointer is not {_ALIGN_BYTES}-byte aligned (TMA needs it); "
+                         f"pass a fresh or .contiguous() tensor")
+
+
+def _row_major(name: str, t: torch.Tensor, rows: int, cols: int) -> int:
+    """Checks a [rows, cols] view with unit column stride; returns its row stride in elements."""
+    if tuple(t.shape) != (rows, cols):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {(rows, cols)}")
+    if cols > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dim (stride {t.stride()}); call .contiguous()")
+    ld = t.stride(0) if rows > 1 else cols
+    if (ld * t.element_size()) % _ALIGN_BYTES:
+        raise ValueError(f"{name} row stride {ld} elements is not a multiple of {_ALIGN_BYTES} bytes "
+                         f"(TMA needs it): the last dim must be a multiple of {_ALIGN_BYTES // t.element_size()}")
+    if rows > 1 and ld < cols:
+        raise ValueError(f"{name} rows overlap (row stride {ld} < {cols})")
+    return ld
+
+
+def _flat2d(name: str, t: torch.Tensor, cols: int) -> torch.Tensor:
+    if t.dim() == 2:
+        return t
+    if t.dim() == 0 or t.shape[-1] != cols:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}; its last dim must be {cols}")
+    try:
+        return t.view(-1, cols)
+    except RuntimeError:
+        raise ValueError(f"{name} with shape {tuple(t.shape)} and strides {t.stride()} cannot be "
+                         f"flattened to [-1, {cols}] without a copy; call .contiguous()") from None
+
+
+def _vector(name: str, t, length: int, dtype: torch.dtype, device: torch.device) -> int:
+    _tensor(name, t, dtype, device)
+    if tuple(t.shape) != (length,):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected ({length},)")
+    if length > 1 and t.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous")
+    _aligned(name, t)
+    return t.data_ptr()
+
+
+class _Workspace:
+    """One growable scratch buffer per device, shared by every op (stream-K partials, locks)."""
+    buffers: Dict[int, torch.Tensor] = {}
+
+    @classmethod
+    def get(cls, device: torch.device, nbytes: int) -> Tuple[int, int]:
+        buf = cls.buffers.get(device.index)
+        if buf is None or buf.numel() < nbytes:
+            if torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(
+                    f"fused-gemm needs a {nbytes}-byte workspace on {device} while a CUDA graph is being "
+                    "captured; run the same call once before capturing (warm-up) so it is preallocated")
+            size = max(nbytes, 1 << 20)
+            buf = torch.empty(size, dtype=torch.uint8, device=device)
+            cls.buffers[device.index] = buf
+        return buf.data_ptr(), buf.numel()
+
+
+class GemmOp:
+    """A compiled fused GEMM.  ``op(x, weight, bias=..., residual=..., ...)`` returns D.
+
+    x: [..., K] activations; weight: [N, K] (spec.b_layout 'nk', nn.Linear) or [K, N] ('kn');
+    bias/col_scale: [N]; row_scale: [M] (M = x.numel() // K); residual: [..., N] (may be ``out``).
+    """
+
+    def __init__(self, spec: GemmSpec, library: KernelLibrary):
+        self.spec = spec
+        self.library = library
+        ep = spec.epilogue
+        self._dtype = TORCH_DTYPES[spec.dtype]
+        self._out_dtype = TORCH_DTYPES[spec.out_dtype]
+        self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
+        self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
+        self._uses = {"bias": ep.bias, "residual": ep.residual, "row_scale": ep.row_scale,
+                      "col_scale": ep.col_scale}
+        self._stream_k = spec.config.scheduler == "stream_k"
+        self._ws_sizes: Dict[tuple, int] = {}
+        self._arch_ok: Dict[int, bool] = {}
+        self._run = library.run
+
+    def __repr__(self) -> str:
+        return f"GemmOp({self.spec.uri})"
+
+    def _check_arch(self, device: torch.device) -> None:
+        if device.type != "cuda":
+            raise ValueError(f"x is on {device}; fused-gemm kernels run on CUDA devices")
+        want = ARCH_CAPABILITY[self.spec.arch]
+        have = torch.cuda.get_device_capability(device)
+        if have != want:
+            raise ValueError(f"x is on {device} ({torch.cuda.get_device_name(device)}, sm_{have[0]}{have[1]}), "
+                             f"but this kernel is built for {self.spec.arch}")
+        self._arch_ok[device.index] = True
+
+    def _check_presence(self, **given) -> None:
+        for name, value in given.items():
+            if self._uses[name] and value is None:
+                raise ValueError(f"{name} is required: this kernel's epilogue is {self.spec.epilogue.name!r}")
+            if not self._uses[name] and value is not None:
+                raise ValueError(f"{name} was given, but this kernel's epilogue ({self.spec.epilogue.name!r}) "
+                                 f"has no {name} step")
+
+    def __call__(self, x, weight, bias=None, residual=None, *, row_scale=None, col_scale=None,
+                 alpha: float = 1.0, beta: float = 1.0, out: Optional[torch.Tensor] = None,
+                 splits: int = 1) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        device = x.device
+        if not self._arch_ok.get(device.index) or device.type != "cuda":
+            self._check_arch(device)
+        if x.dtype != self._dtype:
+            raise TypeError(f"x has dtype {x.dtype}, but this kernel takes {self._dtype}")
+        if x.dim() < 1:
+            raise ValueError("x must have at least one dim ([..., K])")
+        _tensor("weight", weight, self._dtype, device)
+        if weight.dim() != 2:
+            raise ValueError(f"weight must be 2-D, got shape {tuple(weight.shape)}")
+        self._check_presence(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+
+        K = x.shape[-1]
+        nk = self.spec.b_layout == "nk"
+        N = weight.shape[0] if nk else weight.shape[1]
+        if (weight.shape[1] if nk else weight.shape[0]) != K:
+            raise ValueError(f"weight has shape {tuple(weight.shape)}, which does not match x's K={K} "
+                             f"({'[N, K]' if nk else '[K, N]'} expected)")
+        if K == 0:
+            raise ValueError("x has K = 0: nothing to multiply")
+        lead = x.shape[:-1]
+        x2 = _flat2d("x", x, K)
+        M = x2.shape[0]
+        lda = _row_major("x", x2, M, K)
+        ldb = _row_major("weight", weight, *((N, K) if nk else (K, N)))
+        _aligned("x", x2)
+        _aligned("weight", weight)
+        out_align = _ALIGN_BYTES // self._out_dtype.itemsize
+        if N % out_align:
+            raise ValueError(f"weight gives N = {N}, which must be a multiple of {out_align} so that each "
+                             f"{self._out_dtype} output row is 16-byte aligned")
+
+        if out is None:
+            out = torch.empty((*lead, N), dtype=self._out_dtype, device=device)
+        else:
+            _tensor("out", out, self._out_dtype, device)
+            if tuple(out.shape) != (*lead, N):
+                raise ValueError(f"out has shape {tuple(out.shape)}, expected {(*lead, N)}")
+        d2 = _flat2d("out", out, N)
+        ldd = _row_major("out", d2, M, N)
+        _aligned("out", d2)
+        if M == 0:
+            return out
+
+        c_ptr, ldc = 0, 0
+        if residual is not None:
+            _tensor("residual", residual, self._res_dtype, device)
+            if tuple(residual.shape) != (*lead, N):
+                raise ValueError(f"residual has shape {tuple(residual.shape)}, expected {(*lead, N)}")
+            c2 = _flat2d("residual", residual, N)
+            ldc = _row_major("residual", c2, M, N)
+            _aligned("residual", c2)
+            c_ptr = c2.data_ptr()
+        bias_ptr = _vector("bias", bias, N, self._bias_dtype, device) if bias is not None else 0
+        row_ptr = _vector("row_scale", row_scale, M, torch.float32, device) if row_scale is not None else 0
+        col_ptr = _vector("col_scale", col_scale, N, torch.float32, device) if col_scale is not None else 0
+        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha)):
+            raise TypeError(f"alpha must be a finite Python number, got {alpha!r}")
+        if not (isinstance(beta, (int, float)) and math.isfinite(beta)):
+            raise TypeError(f"beta must be a finite Python number, got {beta!r}")
+        if not isinstance(splits, int) or splits < 1:
+            raise ValueError(f"splits must be a positive int, got {splits!r}")
+
+        problem = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
+                   bias_ptr, row_ptr, col_ptr, alpha, beta, splits)
+        ws_ptr, ws_bytes = 0, 0
+        if self._stream_k:
+            key = (M, N, K, splits)
+            need = self._ws_sizes.get(key)
+            if need is None:
+                need = self._ws_sizes[key] = self.library.workspace_size(*problem)
+            if need:
+                ws_ptr, ws_bytes = _Workspace.get(device, need)
+
+        index = device.index
+        if index != torch.cuda.current_device():
+            with torch.cuda.device(index):
+                rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
+        else:
+            rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
+        if rc:
+            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
+                                 f"(M={M}, N={N}, K={K})")
+        return out

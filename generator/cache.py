@@ -1,0 +1,125 @@
+"""The persistent kernel cache.
+
+Layout (FlashInfer-style, one folder per toolchain and arch):
+    $FUSED_GEMM_CACHE_DIR (default ~/.cache/fused-gemm)
+      cutlass-4.2.0_nvcc-13.0.88/sm90a/<spec uri>/<key>/{kernel.cu, lib.so, build.log, meta.json}
+
+The key hashes what decides the machine code: the rendered source, the hand-written headers it
+includes, the codegen flags and the toolchain versions.  Host paths and the Python version never
+enter it, so a cache copied to another machine with the same nvcc and CUTLASS is valid there.
+
+Concurrency: builders of one entry serialise on an flock'd file (the kernel releases it when a
+process dies, so a killed build leaves no stale lock), and lib.so appears only by atomic rename,
+so a half-finished build is never mistaken for a finished one.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, List
+
+from .paths import csrc_dir
+from .spec import GemmSpec
+from .toolchain import Toolchain, codegen_flags
+
+LIBRARY_NAME = "lib.so"
+
+
+def cache_root() -> Path:
+    env = os.environ.get("FUSED_GEMM_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fused-gemm"
+
+
+@lru_cache(maxsize=None)
+def _csrc_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".inl", ".cuh")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_key(source: str, arch: str, toolchain: Toolchain) -> str:
+    h = hashlib.sha256()
+    for part in (source, _csrc_digest(csrc_dir()), " ".join(codegen_flags(arch)), *toolchain.key_parts()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    spec: GemmSpec
+    key: str
+    folder: Path
+
+    @property
+    def library(self) -> Path:
+        return self.folder / LIBRARY_NAME
+
+    @property
+    def source(self) -> Path:
+        return self.folder / "kernel.cu"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "build.log"
+
+    @property
+    def meta(self) -> Path:
+        return self.folder / "meta.json"
+
+    def is_built(self) -> bool:
+        return self.library.is_file()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder.parent / f"{self.key}.lock", "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def remove_partial_builds(self) -> None:
+        """Temp outputs of builds that were killed; call with the lock held."""
+        for stale in self.folder.glob(f"{LIBRARY_NAME}.tmp*"):
+            stale.unlink(missing_ok=True)
+
+
+def entry_for(spec: GemmSpec, source: str, toolchain: Toolchain) -> CacheEntry:
+    key = cache_key(source, spec.arch, toolchain)
+    tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
+    return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)
+
+
+def write_if_different(path: Path, text: str) -> bool:
+    """Keeps mtimes (and anything watching them) still when nothing changed."""
+    if path.is_file() and path.read_text() == text:
+        return False
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def list_entries() -> List[Path]:
+    root = cache_root()
+    return sorted(p.parent for p in root.glob(f"*/*/*/*/{LIBRARY_NAME}")) if root.is_dir() else []
+
+
+def clear() -> int:
+    """Removes the whole cache; returns how many built kernels it held."""
+    n = len(list_entries())
+    root = cache_root()
+    if root.is_dir():
+        shutil.rmtree(root)
+    return n

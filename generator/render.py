@@ -1,0 +1,86 @@
+"""Renders one CUDA translation unit per spec from the Jinja templates."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jinja2
+
+from .evt import build_tree
+from .paths import templates_dir
+from .spec import DTYPES, GemmSpec
+
+ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
+
+KERNEL_SCHEDULES = {
+    "cooperative": ("cutlass::gemm::KernelTmaWarpSpecializedCooperative",
+                    "cutlass::epilogue::TmaWarpSpecializedCooperative"),
+    "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong",
+                 "cutlass::epilogue::TmaWarpSpecialized"),
+    "auto": ("cutlass::gemm::collective::KernelScheduleAuto",
+             "cutlass::epilogue::collective::EpilogueScheduleAuto"),
+}
+TILE_SCHEDULERS = {
+    "persistent": "cutlass::gemm::PersistentScheduler",
+    "stream_k": "cutlass::gemm::StreamKScheduler",
+}
+
+
+@dataclass(frozen=True)
+class KernelOperand:
+    element: str
+    layout: str
+
+
+def kernel_operands(spec: GemmSpec):
+    """(A, B, C/D layout) as the tensor cores see them, after swap-AB."""
+    el = DTYPES[spec.dtype][0]
+    w_is_k_major = spec.b_layout == "nk"
+    if spec.config.swap_ab:
+        # A' = W as [N,K]; B' = X^T as [K,M] with K contiguous; D' = D^T, i.e. column-major.
+        return KernelOperand(el, ROW if w_is_k_major else COL), KernelOperand(el, COL), COL
+    return KernelOperand(el, ROW), KernelOperand(el, COL if w_is_k_major else ROW), ROW
+
+
+def formula(spec: GemmSpec) -> str:
+    ep = spec.epilogue
+    x = "acc"
+    if ep.col_scale:
+        x = f"col_scale[n] * {x}"
+    if ep.row_scale:
+        x = f"row_scale[m] * {x}"
+    x = f"alpha * {x}" + (" + bias[n]" if ep.bias else "")
+    if ep.activation != "identity":
+        x = f"{ep.activation}({x})"
+    if ep.residual:
+        x = f"{x} + beta * C[m,n]"
+    return x
+
+
+@lru_cache(maxsize=None)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def render(spec: GemmSpec) -> str:
+    """The complete .cu source for ``spec`` (deterministic: same spec, same bytes)."""
+    a, b, layout_cd = kernel_operands(spec)
+    kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
+    return _environment().get_template(f"gemm_{spec.arch[:4]}.cu.j2").render(
+        spec=spec,
+        cfg=spec.config,
+        formula=formula(spec),
+        tree=build_tree(spec),
+        kernel_a=a,
+        kernel_b=b,
+        layout_cd=layout_cd,
+        element_c=DTYPES[spec.residual_dtype][0] if spec.epilogue.residual else "void",
+        element_d=DTYPES[spec.out_dtype][0],
+        kernel_schedule=kernel_schedule,
+        epilogue_schedule=epilogue_schedule,
+        tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
+    )

@@ -1,0 +1,140 @@
+"""The issue's bars: fused linear(bias, gelu_tanh) against cuBLAS torch.mm and eager PyTorch.
+
+    python perf/bench_linear.py [--json results.json] [--quick]
+
+Prefill rows (M=N=K=4096 and Llama-3-8B MLP 4096x14336x4096): TFLOP/s of our fused kernel over
+plain torch.mm (bar >= 0.95) and eager F.gelu(F.linear(x, w, b)) time over ours (bar >= 1.10).
+Decode rows (M in {1, 16}): our fused kernel's time over torch.mm's, inside one CUDA graph
+(bar <= 1.15) and as back-to-back eager calls (bar <= 1.2).  Every row times its baselines in the
+same run on rotated inputs larger than the L2; each row also checks our output against float64.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import fused_gemm  # noqa: E402
+from perf.timing import in_graph, per_call, rotation_count  # noqa: E402
+
+PREFILL = [(4096, 4096, 4096), (4096, 14336, 4096)]
+DECODE = [(m, n, 4096) for m in (1, 16) for n in (4096, 14336)]
+
+
+def make_sets(m, n, k, dtype, device="cuda"):
+    per_set = (m * k + n * k + n) * 2 + m * n * 2
+    sets = []
+    for _ in range(rotation_count(per_set)):
+        x = torch.randn(m, k, dtype=dtype, device=device)
+        w = torch.randn(n, k, dtype=dtype, device=device) / k ** 0.5
+        b = torch.randn(n, dtype=dtype, device=device)
+        sets.append((x, w, b))
+    return sets
+
+
+def rel_error(m, n, k, dtype) -> float:
+    x = torch.randn(m, k, dtype=dtype, device="cuda")
+    w = torch.randn(n, k, dtype=dtype, device="cuda") / k ** 0.5
+    b = torch.randn(n, dtype=dtype, device="cuda")
+    ref = F.gelu(F.linear(x.double(), w.double(), b.double()), approximate="tanh")
+    got = fused_gemm.linear(x, w, b, "gelu_tanh").double()
+    return float((got - ref).norm() / ref.norm())
+
+
+def ours(s):
+    return lambda: fused_gemm.linear(s[0], s[1], s[2], "gelu_tanh")
+
+
+def cublas(s):
+    return lambda: torch.mm(s[0], s[1].t())
+
+
+def eager(s):
+    return lambda: F.gelu(F.linear(s[0], s[1], s[2]), approximate="tanh")
+
+
+def prefill_row(m, n, k, dtype):
+    sets = make_sets(m, n, k, dtype)
+    t_mm = per_call([cublas(s) for s in sets], min_calls=30)
+    t_eager = per_call([eager(s) for s in sets], min_calls=30)
+    t_ours = per_call([ours(s) for s in sets], min_calls=30)
+    flop = 2 * m * n * k
+    return {
+        "kind": "prefill", "M": m, "N": n, "K": k,
+        "mm_tflops": flop / t_mm / 1e12, "ours_tflops": flop / t_ours / 1e12,
+        "eager_us": t_eager * 1e6, "ours_us": t_ours * 1e6, "mm_us": t_mm * 1e6,
+        "tflops_ratio": t_mm / t_ours, "speedup_vs_eager": t_eager / t_ours,
+        "ok": t_mm / t_ours >= 0.95 and t_eager / t_ours >= 1.10,
+        "rel_err": rel_error(m, n, k, dtype),
+    }
+
+
+def decode_row(m, n, k, dtype):
+    sets = make_sets(m, n, k, dtype)
+    g_mm = in_graph([cublas(s) for s in sets])
+    g_ours = in_graph([ours(s) for s in sets])
+    g_eager = in_graph([eager(s) for s in sets])
+    e_mm = per_call([cublas(s) for s in sets])
+    e_ours = per_call([ours(s) for s in sets])
+    return {
+        "kind": "decode", "M": m, "N": n, "K": k,
+        "graph_mm_us": g_mm * 1e6, "graph_ours_us": g_ours * 1e6, "graph_eager_us": g_eager * 1e6,
+        "eager_mm_us": e_mm * 1e6, "eager_ours_us": e_ours * 1e6,
+        "graph_ratio": g_ours / g_mm, "eager_ratio": e_ours / e_mm,
+        "weight_GBps": n * k * 2 / g_ours / 1e9,
+        "ok": g_ours / g_mm <= 1.15 and e_ours / e_mm <= 1.2,
+        "rel_err": rel_error(m, n, k, dtype),
+    }
+
+
+def table(rows) -> str:
+    lines = [f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype bf16  "
+             f"epilogue bias+gelu_tanh", ""]
+    lines.append(f"{'shape MxNxK':<20}{'cuBLAS mm':>12}{'eager':>12}{'fused':>12}{'fused/mm':>11}"
+                 f"{'eager/fused':>13}{'rel err':>10}  bar")
+    for r in rows:
+        shape = f"{r['M']}x{r['N']}x{r['K']}"
+        if r["kind"] == "prefill":
+            lines.append(f"{shape:<20}{r['mm_tflops']:>8.0f} TF/s{r['eager_us']:>10.0f}us{r['ours_tflops']:>8.0f} TF/s"
+                         f"{r['tflops_ratio']:>10.3f}x{r['speedup_vs_eager']:>12.2f}x{r['rel_err']:>10.1e}  "
+                         f"{'PASS' if r['ok'] else 'FAIL'} (>=0.95, >=1.10)")
+    lines.append("")
+    lines.append(f"{'decode MxNxK':<20}{'graph mm':>10}{'graph fused':>13}{'ratio':>8}{'eager mm':>10}"
+                 f"{'eager fused':>13}{'ratio':>8}{'GB/s':>7}{'rel err':>10}  bar")
+    for r in rows:
+        shape = f"{r['M']}x{r['N']}x{r['K']}"
+        if r["kind"] == "decode":
+            lines.append(f"{shape:<20}{r['graph_mm_us']:>8.1f}us{r['graph_ours_us']:>11.1f}us{r['graph_ratio']:>8.3f}"
+                         f"{r['eager_mm_us']:>8.1f}us{r['eager_ours_us']:>11.1f}us{r['eager_ratio']:>8.3f}"
+                         f"{r['weight_GBps']:>7.0f}{r['rel_err']:>10.1e}  {'PASS' if r['ok'] else 'FAIL'} "
+                         f"(<=1.15 graph, <=1.2 eager)")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write the rows here as JSON")
+    ap.add_argument("--only", choices=("prefill", "decode"), help="run one half")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench_linear needs a CUDA GPU (sm_90a)")
+    torch.manual_seed(0)
+    rows = []
+    if args.only != "decode":
+        rows += [prefill_row(m, n, k, torch.bfloat16) for m, n, k in PREFILL]
+    if args.only != "prefill":
+        rows += [decode_row(m, n, k, torch.bfloat16) for m, n, k in DECODE]
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    print(table(rows))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
