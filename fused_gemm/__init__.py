@@ -16,10 +16,10 @@ if not (_Path(__file__).parent / "generator").is_dir() and (_checkout / "generat
 
 from .generator import BuildError, BuildWarning, Epilogue, GemmSpec, SpecError, TileConfig, ToolchainError  # noqa: E402
 from .api import compile, linear  # noqa: E402
-from .runtime import FusedGemmError, GemmOp  # noqa: E402
+from .runtime import FusedGemmError, GemmOp, LaunchOptions  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
-    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GemmOp", "GemmSpec", "SpecError",
+    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GemmOp", "GemmSpec", "LaunchOptions", "SpecError",
     "TileConfig", "ToolchainError", "compile", "linear",
 ]

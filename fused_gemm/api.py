@@ -10,7 +10,7 @@ from . import heuristics
 from .generator import Epilogue, GemmSpec, SpecError, build, locate
 from .generator.spec import ACTIVATIONS
 from .library import KernelLibrary
-from .runtime import GemmOp
+from .runtime import GemmOp, LaunchOptions
 
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _ops: Dict[GemmSpec, GemmOp] = {}
@@ -45,11 +45,11 @@ def _dtype_name(name: str, t: Optional[torch.Tensor]) -> Optional[str]:
     return _DTYPE_NAMES[t.dtype]
 
 
-_selection: Dict[Tuple, Tuple[GemmOp, int]] = {}
+_selection: Dict[Tuple, Tuple[GemmOp, LaunchOptions]] = {}
 
 
-def _select(x, bias, activation, residual, row_scale, col_scale, out, m: int) -> Tuple[GemmOp, int]:
-    """The op (and split count) for this call's dtypes, epilogue and M bucket; memoised."""
+def _select(x, bias, activation, residual, row_scale, col_scale, out, m: int) -> Tuple[GemmOp, LaunchOptions]:
+    """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
     row = heuristics.row_index("sm90a", m)
     key = (x.dtype, activation, bias is None or bias.dtype, residual is None or residual.dtype,
            row_scale is None, col_scale is None, out is None or out.dtype, row)
@@ -67,7 +67,7 @@ def _select(x, bias, activation, residual, row_scale, col_scale, out, m: int) ->
                             bias_dtype=_dtype_name("bias", bias), epilogue=epilogue, config=rule.config)
         except SpecError as exc:
             raise TypeError(str(exc)) from None
-        hit = _selection[key] = (compile(spec), rule.splits)
+        hit = _selection[key] = (compile(spec), rule.launch)
     return hit
 
 
@@ -86,8 +86,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() == 0:
         raise ValueError("x must have at least one dim ([..., K])")
+    if x.device.type != "cuda":
+        raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"x has dtype {x.dtype}; fused_gemm.linear takes bfloat16 or float16 activations")
+    for name, t in (("weight", weight), ("bias", bias), ("residual", residual), ("row_scale", row_scale),
+                    ("col_scale", col_scale), ("out", out)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     k = x.shape[-1]
     m = x.numel() // k if k else 0
-    op, splits = _select(x, bias, activation, residual, row_scale, col_scale, out, m)
+    op, launch = _select(x, bias, activation, residual, row_scale, col_scale, out, m)
     return op(x, weight, bias, residual, row_scale=row_scale, col_scale=col_scale, alpha=alpha, beta=beta,
-              out=out, splits=splits)
+              out=out, launch=launch)

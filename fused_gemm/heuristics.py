@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Dict, Tuple
 
 from .generator import TileConfig
+from .runtime import LaunchOptions
 
 
 @dataclass(frozen=True)
 class Rule:
-    max_m: int            # inclusive upper bound of M (tokens) this row serves
-    config: TileConfig
-    splits: int = 1       # split-K factor for stream-K kernels; 1 lets CUTLASS's heuristic decide
+    max_m: int                                          # inclusive upper bound of M this row serves
+    config: TileConfig                                  # compile-time: one kernel per row
+    launch: LaunchOptions = LaunchOptions()             # runtime scheduler knobs
 
 
 _BIG_M = 1 << 62

@@ -4,11 +4,12 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _i64, _ptr, _f32, _i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int32
-# FG_PROBLEM_PARAMS: m n k, a lda, b ldb, c ldc, d ldd, bias row_scale col_scale, alpha beta, splits
+# FG_PROBLEM_PARAMS: m n k, a lda, b ldb, c ldc, d ldd, bias row_scale col_scale, alpha beta,
+# then the launch options: splits swizzle raster decomposition reduction pdl
 PROBLEM_ARGTYPES = [_i64, _i64, _i64, _ptr, _i64, _ptr, _i64, _ptr, _i64, _ptr, _i64,
-                    _ptr, _ptr, _ptr, _f32, _f32, _i32]
+                    _ptr, _ptr, _ptr, _f32, _f32, _i32, _i32, _i32, _i32, _i32, _i32]
 STATUS_NAMES = {1: "invalid problem", 2: "CUTLASS error", 3: "CUDA error"}
 
 

@@ -9,6 +9,7 @@ looked up once and cached.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -25,6 +26,43 @@ try:  # the raw-stream getter skips building a torch.cuda.Stream object on every
 except AttributeError:  # pragma: no cover - older/newer torch
     def _raw_stream(index: int) -> int:
         return torch.cuda.current_stream(index).cuda_stream
+
+
+_RASTER = {"heuristic": 0, "along_m": 1, "along_n": 2}
+_DECOMPOSITION = {"heuristic": 0, "data_parallel": 1, "split_k": 2, "stream_k": 3}
+_REDUCTION = {"deterministic": 0, "nondeterministic": 1}
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Runtime knobs of the tile scheduler: no recompile, chosen per shape by the heuristics.
+
+    splits/decomposition/reduction apply to stream-K kernels; swizzle/raster to all.  pdl launches
+    with programmatic dependent launch, so the kernel's prologue overlaps the previous kernel.
+    Deterministic reduction (the default) keeps split-K results bit-identical run to run.
+    """
+    splits: int = 1
+    swizzle: int = 1
+    raster: str = "heuristic"
+    decomposition: str = "heuristic"
+    reduction: str = "deterministic"
+    pdl: bool = False
+    abi: Tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
+            raise ValueError(f"launch.splits must be an int in [1, 64], got {self.splits!r}")
+        if self.swizzle not in (1, 2, 4, 8):
+            raise ValueError(f"launch.swizzle must be 1, 2, 4 or 8, got {self.swizzle!r}")
+        for name, table in (("raster", _RASTER), ("decomposition", _DECOMPOSITION), ("reduction", _REDUCTION)):
+            if getattr(self, name) not in table:
+                raise ValueError(f"launch.{name} must be one of {list(table)}, got {getattr(self, name)!r}")
+        object.__setattr__(self, "abi", (self.splits, self.swizzle, _RASTER[self.raster],
+                                         _DECOMPOSITION[self.decomposition], _REDUCTION[self.reduction],
+                                         int(bool(self.pdl))))
+
+
+DEFAULT_LAUNCH = LaunchOptions()
 
 
 class FusedGemmError(RuntimeError):
@@ -146,7 +184,7 @@ class GemmOp:
 
     def __call__(self, x, weight, bias=None, residual=None, *, row_scale=None, col_scale=None,
                  alpha: float = 1.0, beta: float = 1.0, out: Optional[torch.Tensor] = None,
-                 splits: int = 1) -> torch.Tensor:
+                 launch: LaunchOptions = DEFAULT_LAUNCH) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         device = x.device
@@ -209,14 +247,14 @@ class GemmOp:
             raise TypeError(f"alpha must be a finite Python number, got {alpha!r}")
         if not (isinstance(beta, (int, float)) and math.isfinite(beta)):
             raise TypeError(f"beta must be a finite Python number, got {beta!r}")
-        if not isinstance(splits, int) or splits < 1:
-            raise ValueError(f"splits must be a positive int, got {splits!r}")
+        if not isinstance(launch, LaunchOptions):
+            raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
 
         problem = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
-                   bias_ptr, row_ptr, col_ptr, alpha, beta, splits)
+                   bias_ptr, row_ptr, col_ptr, alpha, beta, *launch.abi)
         ws_ptr, ws_bytes = 0, 0
         if self._stream_k:
-            key = (M, N, K, splits)
+            key = (M, N, K, launch)
             need = self._ws_sizes.get(key)
             if need is None:
                 need = self._ws_sizes[key] = self.library.workspace_size(*problem)

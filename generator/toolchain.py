@@ -27,9 +27,13 @@ ARCH_FLAGS = {"sm90a": ["-gencode=arch=compute_90a,code=sm_90a"]}
 COMMON_FLAGS = [
     "-O3", "-DNDEBUG", "-std=c++17", "--expt-relaxed-constexpr",
     "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
+    "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",  # griddepcontrol: lets a launch with PDL overlap its prologue
     "-shared", "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden", "-Xlinker=-Bsymbolic",
     "-cudart=static", "-Xptxas=-v", "-lineinfo",
 ]
+
+
+FALLBACK_NVCC = ("/usr/local/cuda/bin/nvcc",)
 
 
 def find_nvcc() -> Path:
@@ -38,7 +42,7 @@ def find_nvcc() -> Path:
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
         if home:
             candidates.append(str(Path(home) / "bin" / "nvcc"))
-    candidates += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    candidates += [shutil.which("nvcc"), *FALLBACK_NVCC]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)

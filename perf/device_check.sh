@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One whole check on the GPU machine (the `device` tool runs it from the repository root):
-# install the carried CUTLASS wheel, build whatever kernels the carried cache lacks (all cores),
-# run the GPU tests and the benchmark.  Full logs land in $OUT; the summary table prints last.
+# install the carried CUTLASS wheel, unpack the carried kernel cache, build whatever it lacks (all
+# cores), run the GPU tests and the benchmark.  Full logs land in $OUT; the summary prints last.
+# Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
 #   bash perf/device_check.sh [tests|bench|sweep|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
-  || { echo "could not install the carried wheels in .whl/"; exit 1; }
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
+  || { echo "could not install the carried wheels in .carry/"; exit 1; }
+[ -f .carry/fgcache.tar.xz ] && tar -xJf .carry/fgcache.tar.xz
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FUSED_GEMM_CACHE_DIR=$PWD/.fgcache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/device.txt"
 python3 -m fused_gemm.generator.cli info | tee -a "$OUT/device.txt"

@@ -13,26 +13,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fused_gemm.generator import GemmSpec, TileConfig, build_many  # noqa: E402
 
+from fused_gemm.runtime import LaunchOptions as L  # noqa: E402
+
 EPILOGUE = "bias+gelu_tanh"
 PREFILL_SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096)]
 DECODE_SHAPES = [(1, 4096, 4096), (1, 14336, 4096), (16, 4096, 4096), (16, 14336, 4096)]
-PREFILL_CONFIGS = [
-    TileConfig((128, 256, 64), (2, 1, 1), "cooperative", "persistent"),
-    TileConfig((128, 256, 64), (1, 2, 1), "cooperative", "persistent"),
-    TileConfig((256, 128, 64), (2, 1, 1), "cooperative", "persistent"),
-    TileConfig((128, 256, 64), (2, 1, 1), "cooperative", "stream_k"),
-]
-DECODE_CONFIGS = [
-    TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True),
-    TileConfig((128, 16, 64), (1, 1, 1), "cooperative", "stream_k", swap_ab=True),
+BIG = TileConfig((128, 256, 64), (2, 1, 1), "cooperative", "persistent")
+DECODE = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+PREFILL_LAUNCHES = [L(), L(swizzle=2), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(raster="along_n"),
+                    L(swizzle=4, raster="along_m"), L(swizzle=4, raster="along_n"), L(pdl=True)]
+DECODE_LAUNCHES = [L(), L(pdl=True), L(decomposition="data_parallel"), L(decomposition="data_parallel", pdl=True),
+                   L(splits=2), L(splits=3), L(splits=4), L(splits=4, reduction="nondeterministic"),
+                   L(splits=4, pdl=True), L(splits=4, reduction="nondeterministic", pdl=True),
+                   L(decomposition="stream_k"), L(decomposition="stream_k", reduction="nondeterministic", pdl=True)]
+# (kind, spec, launch variants)
+CANDIDATES = [
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=BIG), PREFILL_LAUNCHES),
+    ("prefill", GemmSpec("bf16", epilogue="none", config=BIG), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 128, 64), (2, 1, 1), "pingpong")), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((64, 256, 64), (1, 2, 1), "pingpong")), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 256, 64), (1, 2, 1), "cooperative")),
+     [L()]),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=DECODE), DECODE_LAUNCHES),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 16, 64), (1, 1, 1), "cooperative",
+                                                                      "stream_k", swap_ab=True)),
+     [L(), L(splits=4), L(splits=4, reduction="nondeterministic", pdl=True)]),
 ]
 
 
 def candidates():
-    for cfg in PREFILL_CONFIGS:
-        yield "prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=cfg)
-    for cfg in DECODE_CONFIGS:
-        yield "decode", GemmSpec("bf16", epilogue=EPILOGUE, config=cfg)
+    for kind, spec, _ in CANDIDATES:
+        yield kind, spec
 
 
 def time_candidates():
@@ -42,20 +53,25 @@ def time_candidates():
     from perf.timing import in_graph, per_call
 
     rows = []
-    for kind, spec in candidates():
+    tiny = torch.zeros(256, dtype=torch.int32, device="cuda")
+    t_memset = in_graph([lambda: tiny.zero_()])
+    print(f"reference: one 1 KiB memset node in a graph: {t_memset * 1e6:.2f} us", flush=True)
+    for kind, spec, launches in CANDIDATES:
         op = fused_gemm.compile(spec)
+        bias = spec.epilogue.bias
         for m, n, k in (PREFILL_SHAPES if kind == "prefill" else DECODE_SHAPES):
             sets = make_sets(m, n, k, torch.bfloat16)
-            for splits in ((1,) if kind == "prefill" else (1, 2, 4)):
-                def call(s, splits=splits):
-                    return lambda: op(s[0], s[1], s[2], splits=splits)
-                timer = per_call if kind == "prefill" else in_graph
+            timer = per_call if kind == "prefill" else in_graph
+            t_mm = timer([cublas(s) for s in sets])
+            for launch in launches:
+                def call(s, launch=launch):
+                    return lambda: op(s[0], s[1], s[2] if bias else None, launch=launch)
                 t_ours = timer([call(s) for s in sets])
-                t_mm = timer([cublas(s) for s in sets])
-                rows.append({"config": spec.config.name, "M": m, "N": n, "K": k, "splits": splits,
-                             "ours_us": t_ours * 1e6, "mm_us": t_mm * 1e6, "ratio": t_ours / t_mm})
-                print(f"{spec.config.name:<45} {m}x{n}x{k:<6} splits={splits} ours {t_ours*1e6:9.1f}us "
-                      f"mm {t_mm*1e6:9.1f}us  ours/mm {t_ours/t_mm:.3f}", flush=True)
+                rows.append({"config": spec.config.name, "epilogue": spec.epilogue.name, "M": m, "N": n, "K": k,
+                             "launch": repr(launch), "ours_us": t_ours * 1e6, "mm_us": t_mm * 1e6,
+                             "ratio": t_ours / t_mm})
+                print(f"{spec.config.name:<40} {spec.epilogue.name:<15} {m}x{n}x{k:<6} ours {t_ours*1e6:8.1f}us "
+                      f"mm {t_mm*1e6:8.1f}us ours/mm {t_ours/t_mm:.3f}  {launch!r}", flush=True)
     return rows
 
 

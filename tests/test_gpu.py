@@ -126,13 +126,18 @@ def test_cuda_graph_capture_and_replay(m):
         assert_close(out, reference(ep, **g), torch.bfloat16)
 
 
-@pytest.mark.parametrize("splits", [1, 2, 3])
-def test_decode_split_k(splits):
+@pytest.mark.parametrize("launch", [
+    fused_gemm.LaunchOptions(),
+    fused_gemm.LaunchOptions(splits=3),
+    fused_gemm.LaunchOptions(splits=4, reduction="nondeterministic", pdl=True),
+    fused_gemm.LaunchOptions(decomposition="stream_k", swizzle=2, raster="along_n"),
+], ids=["default", "split3", "split4-nondet-pdl", "streamk-swizzle"])
+def test_decode_launch_options(launch):
     spec = fused_gemm.presets.linear_specs("bf16", "bias+gelu_tanh")[0]
     op = fused_gemm.compile(spec)
     ep = spec.epilogue
     g = operands(ep, (3,), 4096, 4096, torch.bfloat16)
-    got = op(g["x"], g["weight"], g["bias"], splits=splits)
+    got = op(g["x"], g["weight"], g["bias"], launch=launch)
     assert_close(got, reference(ep, **g), torch.bfloat16)
 
 

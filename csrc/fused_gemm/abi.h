@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FG_ABI_VERSION 1
+#define FG_ABI_VERSION 2
 
 // Status codes returned by fg_can_implement / fg_run (0 is success).
 #define FG_OK 0
@@ -17,15 +17,21 @@
 //   b: weight [N,K] (ldb = its row stride) or [K,N], as the kernel's spec says
 //   c: residual [M,N] (may equal d), d: output [M,N]; row strides ldc, ldd
 //   bias / col_scale: [N] vectors; row_scale: [M] vector (fp32 scales)
-//   splits: split-K factor for stream-K kernels (1 = let the scheduler decide)
+// Launch options (runtime knobs of CUTLASS's tile schedulers; no recompile):
+//   splits: split-K factor (stream-K kernels; 1 = let the scheduler decide)
+//   swizzle: tile swizzle 1/2/4/8; raster: 0 heuristic, 1 along M, 2 along N
+//   decomposition (stream-K): 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K
+//   reduction (stream-K): 0 deterministic (turnstile), 1 nondeterministic
+//   pdl: launch with programmatic dependent launch (prologue overlaps the previous kernel)
 #define FG_PROBLEM_PARAMS                                                     \
   int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b, \
       int64_t ldb, const void *c, int64_t ldc, void *d, int64_t ldd,          \
       const void *bias, const void *row_scale, const void *col_scale,         \
-      float alpha, float beta, int32_t splits
+      float alpha, float beta, int32_t splits, int32_t swizzle,               \
+      int32_t raster, int32_t decomposition, int32_t reduction, int32_t pdl
 #define FG_PROBLEM_INIT                                                       \
   {m, n, k, a, lda, b, ldb, c, ldc, d, ldd, bias, row_scale, col_scale,       \
-   alpha, beta, splits}
+   alpha, beta, splits, swizzle, raster, decomposition, reduction, pdl}
 
 #ifdef __cplusplus
 extern "C" {

@@ -31,7 +31,7 @@ struct Problem {
   void *d; int64_t ldd;
   const void *bias, *row_scale, *col_scale;
   float alpha, beta;
-  int32_t splits;
+  int32_t splits, swizzle, raster, decomposition, reduction, pdl;
 };
 
 inline std::string &last_error() {
@@ -103,8 +103,14 @@ struct Sm90Launcher {
          static_cast<ElementCPtr const *>(p.c), leading_dim_stride<typename GemmKernel::StrideC>(p.ldc),
          static_cast<ElementD *>(p.d), leading_dim_stride<typename GemmKernel::StrideD>(p.ldd)},
         hw_info};
+    auto &sched = args.scheduler;
+    sched.max_swizzle_size = p.swizzle > 0 ? p.swizzle : 1;
+    sched.raster_order = static_cast<std::remove_reference_t<decltype(sched.raster_order)>>(p.raster);
     if constexpr (Kernel::kStreamK) {
-      args.scheduler.splits = p.splits > 0 ? p.splits : 1;
+      sched.splits = p.splits > 0 ? p.splits : 1;
+      sched.decomposition_mode =
+          static_cast<std::remove_reference_t<decltype(sched.decomposition_mode)>>(p.decomposition);
+      sched.reduction_mode = static_cast<std::remove_reference_t<decltype(sched.reduction_mode)>>(p.reduction);
     }
     return args;
   }
@@ -169,7 +175,7 @@ struct Sm90Launcher {
       return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
     }
     typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
-    status = Gemm::run(params, stream);
+    status = Gemm::run(params, stream, nullptr, /*launch_with_pdl=*/p.pdl != 0);
     if (status != cutlass::Status::kSuccess) {
       cudaError_t err = cudaGetLastError();
       return fail(FG_ERR_CUTLASS, std::string("launch: ") + cutlassGetStatusString(status) + " / " +

@@ -1,0 +1,121 @@
+"""Cache key stability, layout and the CLI's cache commands (no nvcc run here)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fused_gemm.generator import GemmSpec, Toolchain, ToolchainError, render
+from fused_gemm.generator import cache, toolchain
+from fused_gemm.generator.build import performance_problems
+
+TC = Toolchain(Path("/opt/cuda-a/bin/nvcc"), "13.0.88", "4.2.0")
+
+
+def test_key_ignores_host_paths_and_depends_on_what_matters():
+    src = render(GemmSpec("bf16", epilogue="bias+gelu_tanh"))
+    key = cache.cache_key(src, "sm90a", TC)
+    assert key == cache.cache_key(src, "sm90a", Toolchain(Path("/elsewhere/nvcc"), "13.0.88", "4.2.0"))
+    assert key != cache.cache_key(src + "\n", "sm90a", TC)
+    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.99", "4.2.0"))
+    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.88", "4.3.0"))
+
+
+def test_flags_in_the_key_have_no_paths():
+    for flag in toolchain.codegen_flags("sm90a"):
+        assert "/" not in flag.replace("code=sm_90a", ""), flag
+    assert "-DNDEBUG" in toolchain.codegen_flags("sm90a")
+
+
+def test_key_is_the_same_in_another_process_and_folder(tmp_path):
+    """No Python version, cwd or cache location leaks into the key."""
+    code = ("from pathlib import Path; from fused_gemm.generator import GemmSpec, Toolchain, render, cache;"
+            "print(cache.cache_key(render(GemmSpec('fp16', epilogue='bias+silu')), 'sm90a', "
+            "Toolchain(Path('/x/nvcc'), '13.0.88', '4.2.0')))")
+    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "c"),
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    here = cache.cache_key(render(GemmSpec("fp16", epilogue="bias+silu")), "sm90a",
+                           Toolchain(Path("/x/nvcc"), "13.0.88", "4.2.0"))
+    assert out.stdout.strip() == here
+
+
+def test_entry_layout_is_relative_to_the_root(tmp_cache):
+    spec = GemmSpec("bf16", epilogue="bias")
+    entry = cache.entry_for(spec, render(spec), TC)
+    rel = entry.folder.relative_to(tmp_cache)
+    assert rel.parts[:3] == ("cutlass-4.2.0_nvcc-13.0.88", "sm90a", spec.uri)
+    assert not entry.is_built()
+
+
+def test_write_if_different_keeps_mtime(tmp_path):
+    p = tmp_path / "k.cu"
+    assert cache.write_if_different(p, "a")
+    mtime = p.stat().st_mtime_ns
+    assert not cache.write_if_different(p, "a")
+    assert p.stat().st_mtime_ns == mtime
+    assert cache.write_if_different(p, "b") and p.read_text() == "b"
+
+
+def test_performance_problems_are_found():
+    log = ("ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized\n"
+           "ptxas info    : Used 168 registers, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : 24 bytes stack frame, 16 bytes spill stores, 16 bytes spill loads\n")
+    problems = performance_problems(log)
+    assert any("C7510" in p for p in problems)
+    assert any("spill" in p for p in problems)
+    assert performance_problems("ptxas info : 0 bytes spill stores, 0 bytes spill loads") == []
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch):
+    for var in ("FUSED_GEMM_NVCC", "CUDACXX", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(toolchain, "FALLBACK_NVCC", ())
+    with pytest.raises(ToolchainError, match="nvcc not found"):
+        toolchain.find_nvcc()
+
+
+def test_bad_cutlass_dir_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("FUSED_GEMM_CUTLASS_DIR", str(tmp_path))
+    with pytest.raises(ToolchainError, match="FUSED_GEMM_CUTLASS_DIR"):
+        toolchain.find_cutlass()
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "fused_gemm.generator.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_cli_codegen_writes_sources(tmp_path):
+    r = run_cli("codegen", "--epilogue", "bias+gelu_tanh", "--tile", "128x128x64", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    files = list(tmp_path.glob("*.cu"))
+    assert len(files) == 1 and "GELU_taylor" in files[0].read_text()
+    r = run_cli("codegen", "--preset", "bench", "-o", str(tmp_path / "bench"))
+    assert r.returncode == 0 and len(list((tmp_path / "bench").glob("*.cu"))) >= 3
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["codegen", "--epilogue", "silu+bias"], "out of order"),
+    (["build", "--tile", "100x128x64"], "tile M"),
+    (["build", "--preset", "nope"], "unknown preset"),
+    (["codegen", "--dtype", "int8"], "unknown dtype"),
+])
+def test_cli_errors_are_one_line(args, fragment, tmp_path):
+    r = run_cli(*args, "-o" if args[0] == "codegen" else "-q", *([str(tmp_path)] if args[0] == "codegen" else []))
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], r.stderr
+
+
+def test_cli_info_and_cache(tmp_path):
+    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "cache"))
+    r = run_cli("info", env=env)
+    assert r.returncode == 0 and str(tmp_path / "cache") in r.stdout
+    r = run_cli("cache", "list", env=env)
+    assert r.returncode == 0 and "0 kernels" in r.stdout
+    r = run_cli("cache", "clear", env=env)
+    assert r.returncode == 0 and "removed 0" in r.stdout

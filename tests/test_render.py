@@ -1,0 +1,61 @@
+"""Rendering: deterministic source, the right CUTLASS pieces for each spec option."""
+import pytest
+
+from fused_gemm.generator import GemmSpec, TileConfig, render
+from fused_gemm.presets import TEST_EPILOGUES
+
+SWAP = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+
+
+@pytest.mark.parametrize("epilogue", TEST_EPILOGUES)
+@pytest.mark.parametrize("config", [TileConfig(), SWAP], ids=["big", "swap"])
+def test_render_is_deterministic_and_complete(epilogue, config):
+    spec = GemmSpec("bf16", epilogue=epilogue, config=config)
+    src = render(spec)
+    assert src == render(spec)
+    assert spec.uri in src
+    assert "{{" not in src and "{%" not in src
+    assert src.count("(") == src.count(")") and src.count("{") == src.count("}")
+    assert '#include "fused_gemm/sm90_exports.inl"' in src
+
+
+def test_epilogue_nodes_follow_the_recipe():
+    src = render(GemmSpec("bf16", epilogue="row_scale+col_scale+bias+gelu_tanh+residual"))
+    assert "GELU_taylor" in src
+    assert "Sm90SrcFetch<ElementC>" in src and "using ElementC = cutlass::bfloat16_t" in src
+    assert src.count("Sm90RowBroadcast") == 2      # bias and col_scale: one value per column n
+    assert src.count("Sm90ColBroadcast") == 1      # row_scale: one value per row m
+    for operand in ("p.alpha", "p.beta", "p.bias", "p.row_scale", "p.col_scale"):
+        assert operand in src
+
+
+def test_no_residual_means_no_source_load():
+    src = render(GemmSpec("fp16", epilogue="bias+relu"))
+    assert "using ElementC = void" in src
+    assert "Sm90SrcFetch" not in src and "p.beta" not in src
+
+
+def test_swap_ab_transposes_layouts_and_broadcasts():
+    src = render(GemmSpec("bf16", epilogue="row_scale+bias", config=SWAP))
+    assert "using LayoutA = cutlass::layout::RowMajor" in src          # the weight [N,K]
+    assert "using LayoutB = cutlass::layout::ColumnMajor" in src       # X^T [K,M]
+    assert "using LayoutCD = cutlass::layout::ColumnMajor" in src
+    assert "Sm90ColBroadcast<0, TileShape, cutlass::bfloat16_t" in src  # bias runs along kernel M
+    assert "Sm90RowBroadcast<0, TileShape, float" in src              # row_scale along kernel N
+    assert "kSwapAB = true" in src and "StreamKScheduler" in src
+
+
+@pytest.mark.parametrize("schedule, kernel, epi", [
+    ("cooperative", "KernelTmaWarpSpecializedCooperative", "TmaWarpSpecializedCooperative"),
+    ("pingpong", "KernelTmaWarpSpecializedPingpong", "epilogue::TmaWarpSpecialized,"),
+])
+def test_schedules(schedule, kernel, epi):
+    cfg = TileConfig((128, 128, 64), (1, 2, 1), schedule, "persistent")
+    src = render(GemmSpec("bf16", config=cfg))
+    assert kernel in src and epi in src
+    assert "Shape<_128, _128, _64>" in src and "Shape<_1, _2, _1>" in src
+
+
+def test_kn_weight_is_row_major_b():
+    src = render(GemmSpec("bf16", b_layout="kn"))
+    assert "using LayoutB = cutlass::layout::RowMajor" in src
