@@ -111,6 +111,17 @@ def _flat2d(name: str, t: torch.Tensor, cols: int) -> torch.Tensor:
                          f"flattened to [-1, {cols}] without a copy; call .contiguous()") from None
 
 
+def _output_matrix(name: str, t, dtype: torch.dtype, device: torch.device, lead, rows: int, cols: int):
+    """An [..., cols] output-shaped tensor (out, residual): its [rows, cols] view and row stride."""
+    _tensor(name, t, dtype, device)
+    if tuple(t.shape) != (*lead, cols):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {(*lead, cols)}")
+    t2 = _flat2d(name, t, cols)
+    ld = _row_major(name, t2, rows, cols)
+    _aligned(name, t2)
+    return t2, ld
+
+
 def _vector(name: str, t, length: int, dtype: torch.dtype, device: torch.device) -> int:
     _tensor(name, t, dtype, device)
     if tuple(t.shape) != (length,):
@@ -221,24 +232,13 @@ class GemmOp:
 
         if out is None:
             out = torch.empty((*lead, N), dtype=self._out_dtype, device=device)
-        else:
-            _tensor("out", out, self._out_dtype, device)
-            if tuple(out.shape) != (*lead, N):
-                raise ValueError(f"out has shape {tuple(out.shape)}, expected {(*lead, N)}")
-        d2 = _flat2d("out", out, N)
-        ldd = _row_major("out", d2, M, N)
-        _aligned("out", d2)
+        d2, ldd = _output_matrix("out", out, self._out_dtype, device, lead, M, N)
         if M == 0:
             return out
 
         c_ptr, ldc = 0, 0
         if residual is not None:
-            _tensor("residual", residual, self._res_dtype, device)
-            if tuple(residual.shape) != (*lead, N):
-                raise ValueError(f"residual has shape {tuple(residual.shape)}, expected {(*lead, N)}")
-            c2 = _flat2d("residual", residual, N)
-            ldc = _row_major("residual", c2, M, N)
-            _aligned("residual", c2)
+            c2, ldc = _output_matrix("residual", residual, self._res_dtype, device, lead, M, N)
             c_ptr = c2.data_ptr()
         bias_ptr = _vector("bias", bias, N, self._bias_dtype, device) if bias is not None else 0
         row_ptr = _vector("row_scale", row_scale, M, torch.float32, device) if row_scale is not None else 0
@@ -262,11 +262,11 @@ class GemmOp:
                 ws_ptr, ws_bytes = _Workspace.get(device, need)
 
         index = device.index
-        if index != torch.cuda.current_device():
+        if index == torch.cuda.current_device():
+            rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
+        else:  # the library launches on the current device: make it x's
             with torch.cuda.device(index):
                 rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
-        else:
-            rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
         if rc:
             raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
                                  f"(M={M}, N={N}, K={K})")

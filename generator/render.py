@@ -17,12 +17,13 @@ KERNEL_SCHEDULES = {
                     "cutlass::epilogue::TmaWarpSpecializedCooperative"),
     "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong",
                  "cutlass::epilogue::TmaWarpSpecialized"),
+    "warpspecialized": ("cutlass::gemm::KernelTmaWarpSpecialized", "cutlass::epilogue::TmaWarpSpecialized"),
     "auto": ("cutlass::gemm::collective::KernelScheduleAuto",
              "cutlass::epilogue::collective::EpilogueScheduleAuto"),
 }
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
-    "stream_k": "cutlass::gemm::StreamKScheduler",
+    "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/sm90_stream_k.hpp)
 }
 
 
@@ -83,4 +84,6 @@ def render(spec: GemmSpec) -> str:
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
+        epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
+                       "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
     )

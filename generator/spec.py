@@ -25,7 +25,7 @@ OUTPUT_DTYPES = ("bf16", "fp16", "fp32")   # C (residual) and D
 ARCHES = ("sm90a",)                        # sm80 and sm100 get their own templates later
 PLANNED_ARCHES = ("sm80", "sm100a")
 B_LAYOUTS = ("nk", "kn")                   # nn.Linear weight [N,K], or [K,N]
-SCHEDULES = ("cooperative", "pingpong", "auto")
+SCHEDULES = ("cooperative", "pingpong", "warpspecialized", "auto")
 TILE_SCHEDULERS = ("persistent", "stream_k")
 
 # Order of the pipeline the recipe describes: D = act(alpha*row*col*acc + bias) + beta*C.
@@ -111,10 +111,16 @@ class TileConfig:
     schedule: str = "cooperative"
     scheduler: str = "persistent"
     swap_ab: bool = False
+    epilogue_tile: Optional[Tuple[int, int]] = None   # None: CUTLASS picks (EpilogueTileAuto)
 
     def __post_init__(self):
         object.__setattr__(self, "tile", tuple(int(v) for v in self.tile))
         object.__setattr__(self, "cluster", tuple(int(v) for v in self.cluster))
+        if self.epilogue_tile is not None:
+            et = tuple(int(v) for v in self.epilogue_tile)
+            object.__setattr__(self, "epilogue_tile", et)
+            if len(et) != 2 or self.tile[0] % et[0] or self.tile[1] % et[1] or et[1] % 8:
+                raise SpecError(f"epilogue_tile {et} must divide the tile's (M, N) {self.tile[:2]}")
         if len(self.tile) != 3 or len(self.cluster) != 3:
             raise SpecError("tile and cluster are (M, N, K) triples")
         if self.schedule not in SCHEDULES:
@@ -132,16 +138,17 @@ class TileConfig:
             raise SpecError("the cooperative schedule splits tile M over two warpgroups: tile M must be 128 or 256")
         if self.cluster[2] != 1 or self.cluster[0] * self.cluster[1] > 4 or min(self.cluster) < 1:
             raise SpecError(f"cluster {self.cluster}: at most 4 CTAs, K extent 1")
-        if self.scheduler == "stream_k" and self.schedule == "pingpong":
+        if self.scheduler == "stream_k" and self.schedule != "cooperative":
             raise SpecError("stream-K needs the cooperative schedule in CUTLASS 3.x")
 
     @property
     def name(self) -> str:
         t = "x".join(map(str, self.tile))
         c = "x".join(map(str, self.cluster))
-        sched = {"cooperative": "coop", "pingpong": "pp", "auto": "auto"}[self.schedule]
+        sched = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}[self.schedule]
         tsch = {"persistent": "persist", "stream_k": "streamk"}[self.scheduler]
-        return f"t{t}_c{c}_{sched}_{tsch}" + ("_swapab" if self.swap_ab else "")
+        epi = "_e" + "x".join(map(str, self.epilogue_tile)) if self.epilogue_tile else ""
+        return f"t{t}_c{c}_{sched}_{tsch}{epi}" + ("_swapab" if self.swap_ab else "")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import fused_gemm  # noqa: E402
-from perf.timing import in_graph, per_call, rotation_count  # noqa: E402
+from perf.timing import compare, rotation_count  # noqa: E402
 
 PREFILL = [(4096, 4096, 4096), (4096, 14336, 4096)]
 DECODE = [(m, n, 4096) for m in (1, 16) for n in (4096, 14336)]
@@ -61,9 +61,9 @@ def eager(s):
 
 def prefill_row(m, n, k, dtype):
     sets = make_sets(m, n, k, dtype)
-    t_mm = per_call([cublas(s) for s in sets], min_calls=30)
-    t_eager = per_call([eager(s) for s in sets], min_calls=30)
-    t_ours = per_call([ours(s) for s in sets], min_calls=30)
+    t = compare({name: [f(s) for s in sets] for name, f in (("mm", cublas), ("eager", eager), ("ours", ours))},
+                min_calls=20, reps=11)
+    t_mm, t_eager, t_ours = t["mm"], t["eager"], t["ours"]
     flop = 2 * m * n * k
     return {
         "kind": "prefill", "M": m, "N": n, "K": k,
@@ -77,11 +77,10 @@ def prefill_row(m, n, k, dtype):
 
 def decode_row(m, n, k, dtype):
     sets = make_sets(m, n, k, dtype)
-    g_mm = in_graph([cublas(s) for s in sets])
-    g_ours = in_graph([ours(s) for s in sets])
-    g_eager = in_graph([eager(s) for s in sets])
-    e_mm = per_call([cublas(s) for s in sets])
-    e_ours = per_call([ours(s) for s in sets])
+    variants = {name: [f(s) for s in sets] for name, f in (("mm", cublas), ("ours", ours), ("eager", eager))}
+    g = compare(variants, graph=True, min_calls=64, reps=15)
+    e = compare({k: v for k, v in variants.items() if k != "eager"}, graph=False, min_calls=200, reps=9)
+    g_mm, g_ours, g_eager, e_mm, e_ours = g["mm"], g["ours"], g["eager"], e["mm"], e["ours"]
     return {
         "kind": "decode", "M": m, "N": n, "K": k,
         "graph_mm_us": g_mm * 1e6, "graph_ours_us": g_ours * 1e6, "graph_eager_us": g_eager * 1e6,

@@ -28,16 +28,18 @@ DECODE_LAUNCHES = [L(), L(pdl=True), L(decomposition="data_parallel"), L(decompo
                    L(decomposition="stream_k"), L(decomposition="stream_k", reduction="nondeterministic", pdl=True)]
 # (kind, spec, launch variants)
 CANDIDATES = [
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=BIG), PREFILL_LAUNCHES),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=BIG), [L(), L(pdl=True)]),
     ("prefill", GemmSpec("bf16", epilogue="none", config=BIG), [L()]),
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 128, 64), (2, 1, 1), "pingpong")), [L()]),
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((64, 256, 64), (1, 2, 1), "pingpong")), [L()]),
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 256, 64), (1, 2, 1), "cooperative")),
-     [L()]),
-    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=DECODE), DECODE_LAUNCHES),
-    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 16, 64), (1, 1, 1), "cooperative",
-                                                                      "stream_k", swap_ab=True)),
-     [L(), L(splits=4), L(splits=4, reduction="nondeterministic", pdl=True)]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
+        (128, 256, 64), (2, 1, 1), "cooperative", epilogue_tile=(128, 64))), [L()]),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=DECODE),
+     [L(pdl=True), L(splits=3, pdl=True), L(splits=4, pdl=True), L(decomposition="data_parallel", pdl=True)]),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
+        (64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True)), [L(), L(pdl=True)]),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
+        (64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)), [L(), L(pdl=True)]),
+    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
+        (64, 16, 256), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)), [L(pdl=True)]),
 ]
 
 
@@ -50,7 +52,7 @@ def time_candidates():
     import torch
     import fused_gemm
     from perf.bench_linear import cublas, make_sets
-    from perf.timing import in_graph, per_call
+    from perf.timing import compare, in_graph
 
     rows = []
     tiny = torch.zeros(256, dtype=torch.int32, device="cuda")
@@ -61,12 +63,13 @@ def time_candidates():
         bias = spec.epilogue.bias
         for m, n, k in (PREFILL_SHAPES if kind == "prefill" else DECODE_SHAPES):
             sets = make_sets(m, n, k, torch.bfloat16)
-            timer = per_call if kind == "prefill" else in_graph
-            t_mm = timer([cublas(s) for s in sets])
+            graph = kind == "decode"
             for launch in launches:
                 def call(s, launch=launch):
                     return lambda: op(s[0], s[1], s[2] if bias else None, launch=launch)
-                t_ours = timer([call(s) for s in sets])
+                t = compare({"mm": [cublas(s) for s in sets], "ours": [call(s) for s in sets]}, graph=graph,
+                            min_calls=64 if graph else 20)
+                t_mm, t_ours = t["mm"], t["ours"]
                 rows.append({"config": spec.config.name, "epilogue": spec.epilogue.name, "M": m, "N": n, "K": k,
                              "launch": repr(launch), "ours_us": t_ours * 1e6, "mm_us": t_mm * 1e6,
                              "ratio": t_ours / t_mm})

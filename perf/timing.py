@@ -1,10 +1,16 @@
-"""GPU timing helpers: CUDA events, warm-up first, medians, inputs rotated past the L2."""
+"""GPU timing helpers: CUDA events, warm-up first, medians, inputs rotated past the L2.
+
+Variants are timed interleaved (a, b, c, a, b, c, ...) so that clock or thermal drift during a
+run lands on all of them alike, and ratios are taken per repetition before the median.
+"""
 from __future__ import annotations
 
 import statistics
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 import torch
+
+Calls = Sequence[Callable[[], object]]
 
 
 def rotation_count(bytes_per_set: int, device=None, factor: int = 3) -> int:
@@ -13,27 +19,27 @@ def rotation_count(bytes_per_set: int, device=None, factor: int = 3) -> int:
     return max(2, -(-factor * l2 // max(bytes_per_set, 1)))
 
 
-def per_call(calls: Sequence[Callable[[], object]], reps: int = 5, min_calls: int = 200) -> float:
-    """Median seconds per call of back-to-back launches (host overhead counts if it dominates)."""
-    n = max(min_calls, len(calls))
+def _event_time(run: Callable[[], None]) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def _eager_runner(calls: Calls, n: int) -> Callable[[], None]:
     for c in calls:  # warm-up: builds, workspaces, lazy module loads
         c()
-    torch.cuda.synchronize()
-    times: List[float] = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+
+    def run():
         for i in range(n):
             calls[i % len(calls)]()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / n)
-    return statistics.median(times)
+    run()
+    return run
 
 
-def in_graph(calls: Sequence[Callable[[], object]], reps: int = 7, min_calls: int = 64) -> float:
-    """Median seconds per call when one CUDA graph replays every call back to back."""
-    n = max(min_calls, len(calls))
+def _graph_runner(calls: Calls, n: int) -> Callable[[], None]:
     for c in calls:
         c()
     torch.cuda.synchronize()
@@ -48,13 +54,30 @@ def in_graph(calls: Sequence[Callable[[], object]], reps: int = 7, min_calls: in
         for i in range(n):
             calls[i % len(calls)]()
     graph.replay()
+    return graph.replay
+
+
+def compare(variants: Dict[str, Calls], graph: bool = False, reps: int = 9, min_calls: int = 64) -> Dict[str, float]:
+    """Median seconds per call of each variant, timed interleaved.
+
+    Eager mode times back-to-back launches (host overhead counts where it dominates); graph mode
+    replays one CUDA graph holding all the calls.  Each variant cycles through its own calls
+    (one per rotated input set).
+    """
+    make = _graph_runner if graph else _eager_runner
+    runners = {name: make(calls, max(min_calls, len(calls))) for name, calls in variants.items()}
     torch.cuda.synchronize()
-    times = []
+    counts = {name: max(min_calls, len(calls)) for name, calls in variants.items()}
+    samples: Dict[str, List[float]] = {name: [] for name in variants}
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / n)
-    return statistics.median(times)
+        for name, run in runners.items():
+            samples[name].append(_event_time(run) / counts[name])
+    return {name: statistics.median(ts) for name, ts in samples.items()}
+
+
+def per_call(calls: Calls, reps: int = 5, min_calls: int = 200) -> float:
+    return compare({"x": calls}, graph=False, reps=reps, min_calls=min_calls)["x"]
+
+
+def in_graph(calls: Calls, reps: int = 7, min_calls: int = 64) -> float:
+    return compare({"x": calls}, graph=True, reps=reps, min_calls=min_calls)["x"]

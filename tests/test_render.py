@@ -42,7 +42,7 @@ def test_swap_ab_transposes_layouts_and_broadcasts():
     assert "using LayoutCD = cutlass::layout::ColumnMajor" in src
     assert "Sm90ColBroadcast<0, TileShape, cutlass::bfloat16_t" in src  # bias runs along kernel M
     assert "Sm90RowBroadcast<0, TileShape, float" in src              # row_scale along kernel N
-    assert "kSwapAB = true" in src and "StreamKScheduler" in src
+    assert "kSwapAB = true" in src and "fused_gemm::StreamKScheduler" in src
 
 
 @pytest.mark.parametrize("schedule, kernel, epi", [

@@ -20,6 +20,7 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "fused_gemm/abi.h"
 #include "fused_gemm/driver_entry.hpp"
+#include "fused_gemm/sm90_stream_k.hpp"
 
 namespace fused_gemm {
 
