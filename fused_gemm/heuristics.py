@@ -1,9 +1,11 @@
 """Which kernel configuration serves which M: a table, not code.
 
-Rows are tried in order; the first whose ``max_m`` covers M wins.  Decode sizes use swap-AB so
-that the weight's N fills the 128-row side of the tile and M becomes the narrow N side, with a
-stream-K scheduler to spread the K loop over all SMs when there are fewer tiles than SMs.
-Tuned on H100/H200 with perf/bench_linear.py (numbers in README.md).
+Rows are tried in order; the first whose ``max_m`` covers M wins.  Decode sizes (M <= 64) use
+swap-AB, so the weight's N fills the 64-row side of the wgmma and the few tokens sit on the tile's
+narrow N side, with 64-row tiles so that even N = 4096 yields 64 CTAs streaming the weight; no
+split-K (its workspace memset and reduction cost more than they bring) and programmatic dependent
+launch so that the prologue overlaps the previous kernel.  Larger M uses a 128x256 persistent
+cooperative kernel with 2x1 clusters.  Measured on H200 with perf/sweep.py (README.md has numbers).
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ class Rule:
 
 _BIG_M = 1 << 62
 SM90_RULES: Tuple[Rule, ...] = (
-    Rule(16, TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)),
-    Rule(64, TileConfig((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)),
+    Rule(16, TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
+         LaunchOptions(pdl=True)),
+    Rule(64, TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
+         LaunchOptions(pdl=True)),
     Rule(_BIG_M, TileConfig((128, 256, 64), (2, 1, 1), "cooperative", "persistent")),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List
 
-from .generator import Epilogue, GemmSpec
+from .generator import Epilogue, GemmSpec, TileConfig
 from .heuristics import RULES
 
 # Every activation once (with bias), plus residual, scales and everything together.
@@ -31,6 +31,8 @@ def _gpu_tests() -> Iterable[GemmSpec]:
             yield from linear_specs(dtype, ep)
     yield from linear_specs("bf16", "bias+residual", out_dtype="fp32")
     yield GemmSpec("fp16", b_layout="kn", epilogue="bias+relu")
+    yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=TileConfig(
+        (128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True))
 
 
 PRESETS: Dict[str, callable] = {

@@ -126,19 +126,33 @@ def test_cuda_graph_capture_and_replay(m):
         assert_close(out, reference(ep, **g), torch.bfloat16)
 
 
+STREAM_K = fused_gemm.TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+
+
 @pytest.mark.parametrize("launch", [
     fused_gemm.LaunchOptions(),
     fused_gemm.LaunchOptions(splits=3),
     fused_gemm.LaunchOptions(splits=4, reduction="nondeterministic", pdl=True),
     fused_gemm.LaunchOptions(decomposition="stream_k", swizzle=2, raster="along_n"),
-], ids=["default", "split3", "split4-nondet-pdl", "streamk-swizzle"])
-def test_decode_launch_options(launch):
-    spec = fused_gemm.presets.linear_specs("bf16", "bias+gelu_tanh")[0]
+    fused_gemm.LaunchOptions(decomposition="data_parallel", pdl=True),
+], ids=["default", "split3", "split4-nondet-pdl", "streamk-swizzle", "dp-pdl"])
+def test_stream_k_launch_options(launch):
+    spec = fused_gemm.GemmSpec("bf16", epilogue="bias+gelu_tanh", config=STREAM_K)
     op = fused_gemm.compile(spec)
     ep = spec.epilogue
     g = operands(ep, (3,), 4096, 4096, torch.bfloat16)
     got = op(g["x"], g["weight"], g["bias"], launch=launch)
     assert_close(got, reference(ep, **g), torch.bfloat16)
+
+
+def test_pdl_launch_after_a_producer_kernel():
+    """With PDL the GEMM may start before the kernel that wrote x ends: it must still read the new x."""
+    ep = Epilogue.parse("bias")
+    g = operands(ep, (8,), 4096, 4096, torch.bfloat16)
+    for _ in range(20):
+        g["x"].mul_(-1.0)                                       # the producer kernel, right before
+        got = call_linear(ep, g)
+        assert_close(got, reference(ep, **g), torch.bfloat16)
 
 
 def test_kn_weight_layout():
