@@ -28,18 +28,17 @@ DECODE_LAUNCHES = [L(), L(pdl=True), L(decomposition="data_parallel"), L(decompo
                    L(decomposition="stream_k"), L(decomposition="stream_k", reduction="nondeterministic", pdl=True)]
 # (kind, spec, launch variants)
 CANDIDATES = [
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=BIG), [L(), L(pdl=True)]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=BIG), [L()]),
     ("prefill", GemmSpec("bf16", epilogue="none", config=BIG), [L()]),
-    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
-        (128, 256, 64), (2, 1, 1), "cooperative", epilogue_tile=(128, 64))), [L()]),
-    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=DECODE),
-     [L(pdl=True), L(splits=3, pdl=True), L(splits=4, pdl=True), L(decomposition="data_parallel", pdl=True)]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 256, 64), (1, 1, 1))), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 256, 64), (2, 2, 1))), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((256, 128, 64), (1, 2, 1))), [L()]),
+    ("prefill", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
+     [L()]),
     ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
-        (64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True)), [L(), L(pdl=True)]),
+        (64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)), [L(pdl=True)]),
     ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
-        (64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)), [L(), L(pdl=True)]),
-    ("decode", GemmSpec("bf16", epilogue=EPILOGUE, config=TileConfig(
-        (64, 16, 256), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)), [L(pdl=True)]),
+        (64, 16, 128), (1, 2, 1), "warpspecialized", "persistent", swap_ab=True)), [L(pdl=True)]),
 ]
 
 
