@@ -7,7 +7,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from . import heuristics
-from .generator import Epilogue, GemmSpec, SpecError, build, locate
+from .generator import Epilogue, GemmSpec, SpecError, build
 from .generator.spec import ACTIVATIONS
 from .library import KernelLibrary
 from .runtime import GemmOp, LaunchOptions
@@ -29,10 +29,6 @@ def compile(spec: GemmSpec) -> GemmOp:
                 result = build(spec)
                 op = _ops[spec] = GemmOp(spec, KernelLibrary(result.library, spec.uri))
     return op
-
-
-def is_built(spec: GemmSpec) -> bool:
-    return locate(spec).is_built()
 
 
 def _dtype_name(name: str, t: Optional[torch.Tensor]) -> Optional[str]:

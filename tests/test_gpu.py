@@ -176,7 +176,9 @@ class TestBadInputOnGpu:
         with pytest.raises(TypeError, match="weight"):
             fused_gemm.linear(self.x, self.w.half(), self.b)
         with pytest.raises(TypeError, match="bias"):
-            fused_gemm.linear(self.x, self.w, self.b.float())
+            fused_gemm.linear(self.x, self.w, self.b.to(torch.int32))
+        with pytest.raises(TypeError, match="x"):
+            fused_gemm.linear(self.x.float(), self.w.float(), self.b)
 
     def test_device(self):
         with pytest.raises(ValueError, match="weight"):
