@@ -82,9 +82,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() == 0:
         raise ValueError("x must have at least one dim ([..., K])")
-    if x.device.type != "cuda":
+    if x.get_device() < 0:
         raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
-    if x.dtype not in (torch.bfloat16, torch.float16):
+    if x.dtype is not torch.bfloat16 and x.dtype is not torch.float16:
         raise TypeError(f"x has dtype {x.dtype}; fused_gemm.linear takes bfloat16 or float16 activations")
     for name, t in (("weight", weight), ("bias", bias), ("residual", residual), ("row_scale", row_scale),
                     ("col_scale", col_scale), ("out", out)):

@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import ctypes
+import struct
+import threading
 from pathlib import Path
 
-ABI_VERSION = 2
-_i64, _ptr, _f32, _i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int32
-# FG_PROBLEM_PARAMS: m n k, a lda, b ldb, c ldc, d ldd, bias row_scale col_scale, alpha beta,
-# then the launch options: splits swizzle raster decomposition reduction pdl
-PROBLEM_ARGTYPES = [_i64, _i64, _i64, _ptr, _i64, _ptr, _i64, _ptr, _i64, _ptr, _i64,
-                    _ptr, _ptr, _ptr, _f32, _f32, _i32, _i32, _i32, _i32, _i32, _i32]
+ABI_VERSION = 3
+# FgProblem, field by field (natural alignment; the C header lays it out with no gaps):
+#   m n k | a lda | b ldb | c ldc | d ldd | bias row_scale col_scale | alpha beta |
+#   splits swizzle raster decomposition reduction pdl | device reserved | workspace bytes | stream
+PROBLEM = struct.Struct("<qqq" + "Qq" * 4 + "QQQ" + "ff" + "iiiiii" + "ii" + "QQ" + "Q")
+assert PROBLEM.size == 176
 STATUS_NAMES = {1: "invalid problem", 2: "CUTLASS error", 3: "CUDA error"}
 
 
 class KernelLibrary:
-    """One loaded kernel library: fg_run and friends with their ctypes signatures set."""
+    """One loaded kernel library.  ``run(*fields)`` packs an FgProblem and launches it."""
 
     def __init__(self, path: Path, expected_uri: str):
         self.path = Path(path)
@@ -25,21 +27,43 @@ class KernelLibrary:
         lib.fg_abi_version.restype = ctypes.c_int
         lib.fg_spec_uri.restype = ctypes.c_char_p
         lib.fg_last_error.restype = ctypes.c_char_p
-        lib.fg_can_implement.argtypes = PROBLEM_ARGTYPES
-        lib.fg_can_implement.restype = ctypes.c_int
-        lib.fg_workspace_size.argtypes = PROBLEM_ARGTYPES
-        lib.fg_workspace_size.restype = ctypes.c_size_t
-        lib.fg_run.argtypes = PROBLEM_ARGTYPES + [_ptr, ctypes.c_size_t, _ptr]
-        lib.fg_run.restype = ctypes.c_int
+        for name, restype in (("fg_can_implement", ctypes.c_int), ("fg_workspace_size", ctypes.c_size_t),
+                              ("fg_run", ctypes.c_int)):
+            fn = getattr(lib, name)
+            fn.argtypes = [ctypes.c_void_p]
+            fn.restype = restype
         if lib.fg_abi_version() != ABI_VERSION:
-            raise RuntimeError(f"{self.path}: ABI version {lib.fg_abi_version()}, expected {ABI_VERSION}")
+            raise RuntimeError(f"{self.path}: ABI version {lib.fg_abi_version()}, expected {ABI_VERSION} "
+                               "(a stale cache entry? `fused-gemm cache clear`)")
         uri = lib.fg_spec_uri().decode()
         if uri != expected_uri:
             raise RuntimeError(f"{self.path} holds {uri}, expected {expected_uri}")
         self._lib = lib
-        self.run = lib.fg_run
-        self.can_implement = lib.fg_can_implement
-        self.workspace_size = lib.fg_workspace_size
+        self._fg_run = lib.fg_run
+        self._buffers = threading.local()   # one FgProblem buffer per thread: C reads it during the call
+
+    def thread_buffer(self):
+        """This thread's FgProblem buffer and its address (C reads it during the call)."""
+        try:
+            return self._buffers.slot
+        except AttributeError:
+            buf = ctypes.create_string_buffer(PROBLEM.size)
+            self._buffers.slot = (buf, ctypes.addressof(buf))
+            return self._buffers.slot
+
+    def _pack(self, fields) -> int:
+        buf, addr = self.thread_buffer()
+        PROBLEM.pack_into(buf, 0, *fields)
+        return addr
+
+    def run(self, *fields) -> int:
+        return self._fg_run(self._pack(fields))
+
+    def can_implement(self, *fields) -> int:
+        return self._lib.fg_can_implement(self._pack(fields))
+
+    def workspace_size(self, *fields) -> int:
+        return self._lib.fg_workspace_size(self._pack(fields))
 
     def last_error(self) -> str:
         return self._lib.fg_last_error().decode(errors="replace")

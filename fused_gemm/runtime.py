@@ -15,7 +15,9 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .generator import GemmSpec
-from .library import STATUS_NAMES, KernelLibrary
+from .library import PROBLEM, STATUS_NAMES, KernelLibrary
+
+_PACK = PROBLEM.pack_into
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ARCH_CAPABILITY = {"sm90a": (9, 0)}
@@ -63,6 +65,12 @@ class LaunchOptions:
 
 
 DEFAULT_LAUNCH = LaunchOptions()
+
+
+try:  # skips torch.cuda.current_device()'s lazy-init check on every call
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover
+    _current_device = torch.cuda.current_device
 
 
 class FusedGemmError(RuntimeError):
@@ -155,6 +163,10 @@ class GemmOp:
 
     x: [..., K] activations; weight: [N, K] (spec.b_layout 'nk', nn.Linear) or [K, N] ('kn');
     bias/col_scale: [N]; row_scale: [M] (M = x.numel() // K); residual: [..., N] (may be ``out``).
+
+    The call takes one of two routes to the same launch: a fast path for the common case (every
+    tensor contiguous and aligned, on the current device) made of cheap checks only, and the
+    general path, which accepts strided inputs and turns any bad argument into a precise error.
     """
 
     def __init__(self, spec: GemmSpec, library: KernelLibrary):
@@ -167,15 +179,23 @@ class GemmOp:
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
         self._uses = {"bias": ep.bias, "residual": ep.residual, "row_scale": ep.row_scale,
                       "col_scale": ep.col_scale}
+        self._absent = (not ep.bias, not ep.residual, not ep.row_scale, not ep.col_scale)
+        self._nk = spec.b_layout == "nk"
+        self._k_align = _ALIGN_BYTES // self._dtype.itemsize
+        self._n_align = _ALIGN_BYTES // self._out_dtype.itemsize
         self._stream_k = spec.config.scheduler == "stream_k"
         self._ws_sizes: Dict[tuple, int] = {}
-        self._arch_ok: Dict[int, bool] = {}
-        self._run = library.run
+        self._devices: set = set()          # device ordinals whose arch was checked
+        self._fg_run = library._fg_run
+        self._thread_buffer = library.thread_buffer
 
     def __repr__(self) -> str:
         return f"GemmOp({self.spec.uri})"
 
-    def _check_arch(self, device: torch.device) -> None:
+    def _check_arch(self, x) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        device = x.device
         if device.type != "cuda":
             raise ValueError(f"x is on {device}; fused-gemm kernels run on CUDA devices")
         want = ARCH_CAPABILITY[self.spec.arch]
@@ -183,7 +203,7 @@ class GemmOp:
         if have != want:
             raise ValueError(f"x is on {device} ({torch.cuda.get_device_name(device)}, sm_{have[0]}{have[1]}), "
                              f"but this kernel is built for {self.spec.arch}")
-        self._arch_ok[device.index] = True
+        self._devices.add(device.index)
 
     def _check_presence(self, **given) -> None:
         for name, value in given.items():
@@ -196,11 +216,90 @@ class GemmOp:
     def __call__(self, x, weight, bias=None, residual=None, *, row_scale=None, col_scale=None,
                  alpha: float = 1.0, beta: float = 1.0, out: Optional[torch.Tensor] = None,
                  launch: LaunchOptions = DEFAULT_LAUNCH) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        try:
+            dev = x.get_device()
+        except AttributeError:
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}") from None
+        if dev not in self._devices:
+            self._check_arch(x)
+        if (bias is None, residual is None, row_scale is None, col_scale is None) != self._absent:
+            self._check_presence(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+        fast = self._fast_fields(x, weight, bias, residual, row_scale, col_scale, alpha, beta, out, launch, dev)
+        if fast is None:
+            return self._general(x, weight, bias, residual, row_scale, col_scale, alpha, beta, out, launch)
+        out, fields = fast
+        if fields is not None:
+            self._launch(fields, dev)
+        return out
+
+    def _fast_fields(self, x, weight, bias, residual, row_scale, col_scale, alpha, beta, out, launch, dev):
+        """The packed problem if every argument is plainly valid (contiguous, aligned, current
+        device), else None.  Only cheap checks: no error messages are built here."""
+        dt = self._dtype
+        xs = x.shape
+        if (x.dtype is not dt or not xs or not x.is_contiguous() or x.data_ptr() % _ALIGN_BYTES
+                or not isinstance(weight, torch.Tensor) or weight.dtype is not dt or weight.get_device() != dev
+                or weight.dim() != 2 or not weight.is_contiguous() or weight.data_ptr() % _ALIGN_BYTES
+                or type(launch) is not LaunchOptions or dev != _current_device()):
+            return None
+        K = xs[-1]
+        N, Kw = weight.shape if self._nk else weight.shape[::-1]
+        if Kw != K or K == 0 or K % self._k_align or N % self._n_align:
+            return None
+        M = x.numel() // K
+        if out is None:
+            out = torch.empty((*xs[:-1], N), dtype=self._out_dtype, device=dev)
+        elif not _plain(out, self._out_dtype, dev, (*xs[:-1], N)):
+            return None
+        if M == 0:
+            return out, None
+        c_ptr = 0
+        if residual is not None:
+            if not _plain(residual, self._res_dtype, dev, (*xs[:-1], N)):
+                return None
+            c_ptr = residual.data_ptr()
+        bias_ptr = row_ptr = col_ptr = 0
+        if bias is not None:
+            if not _plain(bias, self._bias_dtype, dev, (N,)):
+                return None
+            bias_ptr = bias.data_ptr()
+        if row_scale is not None:
+            if not _plain(row_scale, torch.float32, dev, (M,)):
+                return None
+            row_ptr = row_scale.data_ptr()
+        if col_scale is not None:
+            if not _plain(col_scale, torch.float32, dev, (N,)):
+                return None
+            col_ptr = col_scale.data_ptr()
+        if type(alpha) not in (float, int) or type(beta) not in (float, int) or \
+                not (math.isfinite(alpha) and math.isfinite(beta)):
+            return None
+        fields = (M, N, K, x.data_ptr(), K, weight.data_ptr(), K if self._nk else N, c_ptr, N,
+                  out.data_ptr(), N, bias_ptr, row_ptr, col_ptr, alpha, beta, launch)
+        return out, fields
+
+    def _launch(self, fields, dev: int) -> None:
+        launch = fields[-1]
+        ws_ptr = ws_bytes = 0
+        if self._stream_k:
+            ws_ptr, ws_bytes = self._workspace(fields, launch, dev)
+        buf, addr = self._thread_buffer()
+        _PACK(buf, 0, *fields[:-1], *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
+        rc = self._fg_run(addr)
+        if rc:
+            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
+                                 f"(M={fields[0]}, N={fields[1]}, K={fields[2]})")
+
+    def _workspace(self, problem, launch: LaunchOptions, dev: int) -> Tuple[int, int]:
+        key = (problem[0], problem[1], problem[2], launch)
+        need = self._ws_sizes.get(key)
+        if need is None:
+            need = self._ws_sizes[key] = self.library.workspace_size(*problem[:-1], *launch.abi, dev, 0, 0, 0, 0)
+        return _Workspace.get(torch.device("cuda", dev), need) if need else (0, 0)
+
+    def _general(self, x, weight, bias, residual, row_scale, col_scale, alpha, beta, out, launch):
+        """Strided inputs, another device than the current one, and every error message."""
         device = x.device
-        if not self._arch_ok.get(device.index) or device.type != "cuda":
-            self._check_arch(device)
         if x.dtype != self._dtype:
             raise TypeError(f"x has dtype {x.dtype}, but this kernel takes {self._dtype}")
         if x.dim() < 1:
@@ -208,10 +307,8 @@ class GemmOp:
         _tensor("weight", weight, self._dtype, device)
         if weight.dim() != 2:
             raise ValueError(f"weight must be 2-D, got shape {tuple(weight.shape)}")
-        self._check_presence(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
-
         K = x.shape[-1]
-        nk = self.spec.b_layout == "nk"
+        nk = self._nk
         N = weight.shape[0] if nk else weight.shape[1]
         if (weight.shape[1] if nk else weight.shape[0]) != K:
             raise ValueError(f"weight has shape {tuple(weight.shape)}, which does not match x's K={K} "
@@ -225,17 +322,14 @@ class GemmOp:
         ldb = _row_major("weight", weight, *((N, K) if nk else (K, N)))
         _aligned("x", x2)
         _aligned("weight", weight)
-        out_align = _ALIGN_BYTES // self._out_dtype.itemsize
-        if N % out_align:
-            raise ValueError(f"weight gives N = {N}, which must be a multiple of {out_align} so that each "
+        if N % self._n_align:
+            raise ValueError(f"weight gives N = {N}, which must be a multiple of {self._n_align} so that each "
                              f"{self._out_dtype} output row is 16-byte aligned")
-
         if out is None:
             out = torch.empty((*lead, N), dtype=self._out_dtype, device=device)
         d2, ldd = _output_matrix("out", out, self._out_dtype, device, lead, M, N)
         if M == 0:
             return out
-
         c_ptr, ldc = 0, 0
         if residual is not None:
             c2, ldc = _output_matrix("residual", residual, self._res_dtype, device, lead, M, N)
@@ -243,31 +337,19 @@ class GemmOp:
         bias_ptr = _vector("bias", bias, N, self._bias_dtype, device) if bias is not None else 0
         row_ptr = _vector("row_scale", row_scale, M, torch.float32, device) if row_scale is not None else 0
         col_ptr = _vector("col_scale", col_scale, N, torch.float32, device) if col_scale is not None else 0
-        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha)):
-            raise TypeError(f"alpha must be a finite Python number, got {alpha!r}")
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta)):
-            raise TypeError(f"beta must be a finite Python number, got {beta!r}")
+        for name, value in (("alpha", alpha), ("beta", beta)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise TypeError(f"{name} must be a finite Python number, got {value!r}")
         if not isinstance(launch, LaunchOptions):
             raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
-
-        problem = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
-                   bias_ptr, row_ptr, col_ptr, alpha, beta, *launch.abi)
-        ws_ptr, ws_bytes = 0, 0
-        if self._stream_k:
-            key = (M, N, K, launch)
-            need = self._ws_sizes.get(key)
-            if need is None:
-                need = self._ws_sizes[key] = self.library.workspace_size(*problem)
-            if need:
-                ws_ptr, ws_bytes = _Workspace.get(device, need)
-
-        index = device.index
-        if index == torch.cuda.current_device():
-            rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
-        else:  # the library launches on the current device: make it x's
-            with torch.cuda.device(index):
-                rc = self._run(*problem, ws_ptr, ws_bytes, _raw_stream(index))
-        if rc:
-            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
-                                 f"(M={M}, N={N}, K={K})")
+        fields = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
+                  bias_ptr, row_ptr, col_ptr, float(alpha), float(beta), launch)
+        with torch.cuda.device(device):   # the library launches on the current device: make it x's
+            self._launch(fields, device.index)
         return out
+
+
+def _plain(t, dtype: torch.dtype, dev: int, shape) -> bool:
+    """Contiguous, aligned, right dtype/device/shape: the fast path's test for an extra operand."""
+    return (isinstance(t, torch.Tensor) and t.dtype is dtype and t.get_device() == dev and t.shape == shape
+            and t.is_contiguous() and not t.data_ptr() % _ALIGN_BYTES)

@@ -22,8 +22,10 @@ for step in $steps; do
            run tests python3 -m pytest tests -q -m "not compile" -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
+    host)  run host python3 perf/host_overhead.py ;;
     all)   run build python3 -m fused_gemm.generator.cli build --preset gpu-tests -q -j 16
-           run tests python3 -m pytest tests -q -p no:cacheprovider
+           run tests python3 -m pytest tests -q -m "not compile" -p no:cacheprovider
+           run host python3 perf/host_overhead.py
            run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

@@ -45,7 +45,7 @@ def test_libraries_export_the_c_abi(ci_builds):
     for r in ci_builds:
         lib = ctypes.CDLL(str(r.library))   # static cudart: loads without a GPU or driver
         lib.fg_spec_uri.restype = ctypes.c_char_p
-        assert lib.fg_abi_version() == 2
+        assert lib.fg_abi_version() == 3
         assert lib.fg_spec_uri().decode() == r.spec.uri
 
 

@@ -8,18 +8,12 @@ FG_EXPORT const char *fg_spec_uri(void) { return FgKernel::kUri; }
 
 FG_EXPORT const char *fg_last_error(void) { return fused_gemm::last_error().c_str(); }
 
-FG_EXPORT int fg_can_implement(FG_PROBLEM_PARAMS) {
-  fused_gemm::Problem p FG_PROBLEM_INIT;
-  return fused_gemm::Sm90Launcher<FgKernel>::can_implement(p);
+FG_EXPORT int fg_can_implement(const FgProblem *p) {
+  return fused_gemm::Sm90Launcher<FgKernel>::can_implement(*p);
 }
 
-FG_EXPORT size_t fg_workspace_size(FG_PROBLEM_PARAMS) {
-  fused_gemm::Problem p FG_PROBLEM_INIT;
-  return fused_gemm::Sm90Launcher<FgKernel>::workspace_size(p);
+FG_EXPORT size_t fg_workspace_size(const FgProblem *p) {
+  return fused_gemm::Sm90Launcher<FgKernel>::workspace_size(*p);
 }
 
-FG_EXPORT int fg_run(FG_PROBLEM_PARAMS, void *workspace, size_t workspace_bytes, void *stream) {
-  fused_gemm::Problem p FG_PROBLEM_INIT;
-  return fused_gemm::Sm90Launcher<FgKernel>::run(p, workspace, workspace_bytes,
-                                                 static_cast<cudaStream_t>(stream));
-}
+FG_EXPORT int fg_run(const FgProblem *p) { return fused_gemm::Sm90Launcher<FgKernel>::run(*p); }

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -24,16 +26,7 @@
 
 namespace fused_gemm {
 
-struct Problem {
-  int64_t m, n, k;
-  const void *a; int64_t lda;
-  const void *b; int64_t ldb;
-  const void *c; int64_t ldc;
-  void *d; int64_t ldd;
-  const void *bias, *row_scale, *col_scale;
-  float alpha, beta;
-  int32_t splits, swizzle, raster, decomposition, reduction, pdl;
-};
+using Problem = FgProblem;
 
 inline std::string &last_error() {
   static thread_local std::string message;
@@ -116,17 +109,16 @@ struct Sm90Launcher {
     return args;
   }
 
-  static int current_device(int *device) {
-    cudaError_t err = cudaGetDevice(device);
-    if (err != cudaSuccess) return fail(FG_ERR_CUDA, std::string("cudaGetDevice: ") + cudaGetErrorString(err));
-    if (*device < 0 || *device >= kMaxDevices) return fail(FG_ERR_CUDA, "device ordinal out of range");
+  static int check_device(Problem const &p) {
+    if (p.device < 0 || p.device >= kMaxDevices) {
+      return fail(FG_ERR_INVALID, "device ordinal " + std::to_string(p.device) + " out of range");
+    }
     return FG_OK;
   }
 
   static int can_implement(Problem const &p) {
-    int device = 0;
-    if (int rc = current_device(&device)) return rc;
-    cutlass::Status status = Gemm::can_implement(arguments(p, device));
+    if (int rc = check_device(p)) return rc;
+    cutlass::Status status = Gemm::can_implement(arguments(p, p.device));
     if (status != cutlass::Status::kSuccess) {
       return fail(FG_ERR_INVALID, std::string("CUTLASS can_implement: ") + cutlassGetStatusString(status) +
                                       " (check M/N/K alignment: rows must be 16-byte aligned)");
@@ -135,9 +127,8 @@ struct Sm90Launcher {
   }
 
   static size_t workspace_size(Problem const &p) {
-    int device = 0;
-    if (current_device(&device)) return 0;
-    return Gemm::get_workspace_size(arguments(p, device));
+    if (check_device(p)) return 0;
+    return Gemm::get_workspace_size(arguments(p, p.device));
   }
 
   // Raise the dynamic shared-memory limit once per device, not once per launch.
@@ -157,27 +148,70 @@ struct Sm90Launcher {
     return FG_OK;
   }
 
-  static int run(Problem const &p, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
-    int device = 0;
-    if (int rc = current_device(&device)) return rc;
-    if (int rc = prepare_device(device)) return rc;
-    Arguments args = arguments(p, device);
-    cutlass::Status status = Gemm::can_implement(args);
-    if (status != cutlass::Status::kSuccess) {
-      return fail(FG_ERR_INVALID, std::string("CUTLASS can_implement: ") + cutlassGetStatusString(status));
+  // Params of the last few launches on this thread, keyed by every FgProblem byte before
+  // `stream`.  A decode loop repeats the same pointers and shapes (the caching allocator hands the
+  // same buffers back), so a hit skips can_implement and the TMA descriptor encoding.
+  struct CachedParams {
+    FgProblem key;
+    typename GemmKernel::Params params;
+    size_t workspace_bytes;
+    bool valid;
+  };
+  static constexpr int kCacheEntries = 4;
+  static constexpr size_t kKeyBytes = offsetof(FgProblem, stream);
+
+  static CachedParams *lookup(Problem const &p) {
+    static thread_local CachedParams cache[kCacheEntries] = {};
+    static thread_local int next = 0;
+    for (CachedParams &entry : cache) {
+      if (entry.valid && std::memcmp(&entry.key, &p, kKeyBytes) == 0) return &entry;
     }
-    size_t needed = Gemm::get_workspace_size(args);
-    if (needed > workspace_bytes) {
-      return fail(FG_ERR_INVALID, "workspace too small: need " + std::to_string(needed) + " bytes, got " +
-                                      std::to_string(workspace_bytes));
+    CachedParams *slot = &cache[next];
+    next = (next + 1) % kCacheEntries;
+    slot->valid = false;
+    return slot;
+  }
+
+  // The launch path: no device query, no allocation, no sync.  A cache miss runs CUTLASS's own
+  // checks (host arithmetic) after Python has validated every argument.
+  static int run(Problem const &p) {
+    CachedParams *entry = lookup(p);
+    if (!entry->valid) {
+      if (int rc = check_device(p)) return rc;
+      if (int rc = prepare_device(p.device)) return rc;
+      Arguments args = arguments(p, p.device);
+      cutlass::Status status = Gemm::can_implement(args);
+      if (status != cutlass::Status::kSuccess) {
+        return fail(FG_ERR_INVALID, std::string("CUTLASS can_implement: ") + cutlassGetStatusString(status));
+      }
+      size_t needed = Gemm::get_workspace_size(args);  // 0 unless stream-K
+      if (needed > p.workspace_bytes) {
+        return fail(FG_ERR_INVALID, "workspace too small: need " + std::to_string(needed) + " bytes, got " +
+                                        std::to_string(p.workspace_bytes));
+      }
+      entry->params = GemmKernel::to_underlying_arguments(args, p.workspace);
+      entry->workspace_bytes = needed;
+      std::memcpy(&entry->key, &p, kKeyBytes);
+      entry->valid = true;
+      if (needed) {  // stream-K clears its tile barriers before every launch (a memset on the stream)
+        status = GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
+        if (status != cutlass::Status::kSuccess) {
+          entry->valid = false;
+          return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
+        }
+      }
+    } else if (entry->workspace_bytes) {
+      Arguments args = arguments(p, p.device);
+      cutlass::Status status =
+          GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
+      if (status != cutlass::Status::kSuccess) {
+        return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
+      }
     }
-    status = GemmKernel::initialize_workspace(args, workspace, stream, nullptr);
+    cutlass::Status status =
+        Gemm::run(entry->params, static_cast<cudaStream_t>(p.stream), nullptr, /*launch_with_pdl=*/p.pdl != 0);
     if (status != cutlass::Status::kSuccess) {
-      return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
-    }
-    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
-    status = Gemm::run(params, stream, nullptr, /*launch_with_pdl=*/p.pdl != 0);
-    if (status != cutlass::Status::kSuccess) {
+      entry->valid = false;
       cudaError_t err = cudaGetLastError();
       return fail(FG_ERR_CUTLASS, std::string("launch: ") + cutlassGetStatusString(status) + " / " +
                                       cudaGetErrorString(err));
