@@ -3,23 +3,47 @@
     import fused_gemm
     y = fused_gemm.linear(x, w, bias=b, activation="gelu_tanh")      # picks, builds, runs
     op = fused_gemm.compile(fused_gemm.GemmSpec("bf16", epilogue="bias+silu+residual"))
-    y = op(x, w, bias=b, residual=r)
+    y = op(x, w, b, residual=r)
+
+The generator (specs, rendering, builds, the codegen CLI) imports no torch; the runtime names
+below load torch on first use.
 """
-from pathlib import Path as _Path
+from importlib import import_module as _import_module
 
-# In a source checkout generator/, templates/ and csrc/ sit beside this package (the layout the
-# project is known by); an installed wheel carries them inside it.  Either way they are reached
-# as fused_gemm.generator.
-_checkout = _Path(__file__).resolve().parent.parent
-if not (_Path(__file__).parent / "generator").is_dir() and (_checkout / "generator" / "__init__.py").is_file():
-    __path__.append(str(_checkout))
+from .errors import FusedGemmError, KernelNotReadyError
 
-from .generator import BuildError, BuildWarning, Epilogue, GemmSpec, SpecError, TileConfig, ToolchainError  # noqa: E402
-from .api import compile, linear  # noqa: E402
-from .runtime import FusedGemmError, GemmOp, LaunchOptions  # noqa: E402
+try:
+    from .generator import (BuildError, BuildWarning, Epilogue, GemmSpec, LaunchOptions, SpecError, TileConfig,
+                            ToolchainError)
+except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
+    if _exc.name != f"{__name__}.generator":
+        raise
+    raise ImportError(f"{__path__[0]} is fused-gemm's source folder, which works only once installed: run "
+                      "`pip install -e .` in the checkout (or import fused_gemm from another directory)") from None
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_RUNTIME = {  # name -> module that defines it (imported, with torch, on first access)
+    "linear": "fused_gemm.gemm.linear",
+    "GemmOp": "fused_gemm.gemm.op",
+    "compile": "fused_gemm.jit",
+    "warmup": "fused_gemm.jit",
+}
+
+
+def __getattr__(name):
+    if name in _RUNTIME:
+        value = getattr(_import_module(_RUNTIME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fused_gemm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_RUNTIME))
+
+
 __all__ = [
-    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GemmOp", "GemmSpec", "LaunchOptions", "SpecError",
-    "TileConfig", "ToolchainError", "compile", "linear",
+    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GemmOp", "GemmSpec", "KernelNotReadyError",
+    "LaunchOptions", "SpecError", "TileConfig", "ToolchainError", "compile", "linear", "warmup",
 ]

@@ -1,4 +1,5 @@
-"""Loads a generated shared library with ctypes and exposes its C ABI (csrc/fused_gemm/abi.h)."""
+"""Loads a generated shared library with ctypes and binds its C ABI (any family: the exports are
+the same, the problem struct is the family's; see csrc/fused_gemm/common/exports.inl)."""
 from __future__ import annotations
 
 import ctypes
@@ -6,55 +7,76 @@ import struct
 import threading
 from pathlib import Path
 
-ABI_VERSION = 3
-# FgProblem, field by field (natural alignment; the C header lays it out with no gaps):
-#   m n k | a lda | b ldb | c ldc | d ldd | bias row_scale col_scale | alpha beta |
-#   splits swizzle raster decomposition reduction pdl | device reserved | workspace bytes | stream
-PROBLEM = struct.Struct("<qqq" + "Qq" * 4 + "QQQ" + "ff" + "iiiiii" + "ii" + "QQ" + "Q")
-assert PROBLEM.size == 176
-STATUS_NAMES = {1: "invalid problem", 2: "CUTLASS error", 3: "CUDA error"}
+from .errors import FusedGemmError
+
+FEATURE_PDL = 1
+STATUS_NAMES = {1: "invalid problem", 2: "CUTLASS error", 3: "CUDA error", 4: "C++ exception"}
 
 
 class KernelLibrary:
-    """One loaded kernel library.  ``run(*fields)`` packs an FgProblem and launches it."""
+    """One loaded kernel library of ``family``.  ``run(*fields)`` packs a problem and launches it."""
 
-    def __init__(self, path: Path, expected_uri: str):
+    def __init__(self, path: Path, family, expected_uri: str):
         self.path = Path(path)
+        self.abi = family.abi
+        self.packer = struct.Struct(self.abi.format)
         try:
             lib = ctypes.CDLL(str(self.path))
         except OSError as exc:
-            raise RuntimeError(f"could not load kernel library {self.path}: {exc}") from exc
-        lib.fg_abi_version.restype = ctypes.c_int
-        lib.fg_spec_uri.restype = ctypes.c_char_p
-        lib.fg_last_error.restype = ctypes.c_char_p
-        for name, restype in (("fg_can_implement", ctypes.c_int), ("fg_workspace_size", ctypes.c_size_t),
-                              ("fg_run", ctypes.c_int)):
-            fn = getattr(lib, name)
-            fn.argtypes = [ctypes.c_void_p]
-            fn.restype = restype
-        if lib.fg_abi_version() != ABI_VERSION:
-            raise RuntimeError(f"{self.path}: ABI version {lib.fg_abi_version()}, expected {ABI_VERSION} "
-                               "(a stale cache entry? `fused-gemm cache clear`)")
+            raise FusedGemmError(f"could not load kernel library {self.path}: {exc}") from exc
+        for name, restype, argtypes in (
+                ("fg_abi_version", ctypes.c_int, []), ("fg_spec_uri", ctypes.c_char_p, []),
+                ("fg_last_error", ctypes.c_char_p, []), ("fg_features", ctypes.c_uint, []),
+                ("fg_problem_size", ctypes.c_size_t, []), ("fg_prepare", ctypes.c_int, [ctypes.c_int]),
+                ("fg_can_implement", ctypes.c_int, [ctypes.c_void_p]),
+                ("fg_workspace_size", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+                ("fg_run", ctypes.c_int, [ctypes.c_void_p])):
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise FusedGemmError(f"{self.path} does not export {name}: a library of an older ABI? "
+                                     "(`fused-gemm cache clear` and rebuild)") from None
+            fn.restype, fn.argtypes = restype, argtypes
+        version = lib.fg_abi_version()
+        if version != self.abi.version:
+            raise FusedGemmError(f"{self.path}: {family.name} ABI version {version}, expected {self.abi.version} "
+                                 "(a stale cache entry? `fused-gemm cache clear`)")
+        size = lib.fg_problem_size()
+        if size != self.packer.size:
+            raise FusedGemmError(f"{self.path}: {self.abi.name} is {size} bytes in C, {self.packer.size} in Python")
         uri = lib.fg_spec_uri().decode()
         if uri != expected_uri:
-            raise RuntimeError(f"{self.path} holds {uri}, expected {expected_uri}")
+            raise FusedGemmError(f"{self.path} holds {uri}, expected {expected_uri}")
         self._lib = lib
+        self.features = lib.fg_features()
         self._fg_run = lib.fg_run
-        self._buffers = threading.local()   # one FgProblem buffer per thread: C reads it during the call
+        self._buffers = threading.local()   # one problem buffer per thread: C reads it during the call
+
+    @property
+    def supports_pdl(self) -> bool:
+        return bool(self.features & FEATURE_PDL)
 
     def thread_buffer(self):
-        """This thread's FgProblem buffer and its address (C reads it during the call)."""
+        """This thread's problem buffer and its address (C reads it during the call)."""
         try:
             return self._buffers.slot
         except AttributeError:
-            buf = ctypes.create_string_buffer(PROBLEM.size)
+            buf = ctypes.create_string_buffer(self.packer.size)
             self._buffers.slot = (buf, ctypes.addressof(buf))
             return self._buffers.slot
 
     def _pack(self, fields) -> int:
         buf, addr = self.thread_buffer()
-        PROBLEM.pack_into(buf, 0, *fields)
+        self.packer.pack_into(buf, 0, *fields)
         return addr
+
+    def check(self, rc: int, what: str) -> None:
+        if rc:
+            raise FusedGemmError(f"{what}: {STATUS_NAMES.get(rc, rc)}: {self.last_error()}")
+
+    def prepare(self, device: int) -> None:
+        """Loads the kernel on ``device`` (the current one) and sets its launch attributes."""
+        self.check(self._lib.fg_prepare(device), f"preparing {self.path.parent.parent.name} on cuda:{device}")
 
     def run(self, *fields) -> int:
         return self._fg_run(self._pack(fields))
@@ -63,7 +85,9 @@ class KernelLibrary:
         return self._lib.fg_can_implement(self._pack(fields))
 
     def workspace_size(self, *fields) -> int:
-        return self._lib.fg_workspace_size(self._pack(fields))
+        size = ctypes.c_size_t(0)
+        self.check(self._lib.fg_workspace_size(self._pack(fields), ctypes.byref(size)), "workspace size")
+        return size.value
 
     def last_error(self) -> str:
         return self._lib.fg_last_error().decode(errors="replace")

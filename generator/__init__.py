@@ -1,10 +1,17 @@
-"""fused-gemm's generator: spec -> Jinja template -> nvcc -> cached shared library."""
-from .build import BuildError, BuildResult, BuildWarning, build, build_many, locate
+"""fused-gemm's generator: spec -> Jinja template -> nvcc -> cached shared library.
+
+Imports no torch: the codegen CLI and build machines need only Python, Jinja2, CUTLASS and nvcc.
+"""
+from .build import BuildResult, build, build_command, build_many, default_jobs, locate
+from .errors import BuildError, BuildWarning, SpecError, ToolchainError
+from .family import KernelFamily
+from .gemm import DEFAULT_LAUNCH, Epilogue, GemmSpec, LaunchOptions, TileConfig
+from .registry import FAMILIES, family_of, preset, spec_from_uri
 from .render import render
-from .spec import Epilogue, GemmSpec, SpecError, TileConfig
-from .toolchain import Toolchain, ToolchainError
+from .toolchain import Toolchain
 
 __all__ = [
-    "BuildError", "BuildResult", "BuildWarning", "Epilogue", "GemmSpec", "SpecError", "TileConfig",
-    "Toolchain", "ToolchainError", "build", "build_many", "locate", "render",
+    "BuildError", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GemmSpec",
+    "KernelFamily", "LaunchOptions", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
+    "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

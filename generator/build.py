@@ -1,4 +1,5 @@
-"""Compiles specs into shared libraries (through the cache), one nvcc per spec, many in parallel."""
+"""Compiles specs of any family into shared libraries (through the cache), one nvcc per spec, many
+in parallel, bounded by cores and by free memory (a CUTLASS sm90 nvcc peaks at a few GiB)."""
 from __future__ import annotations
 
 import json
@@ -12,21 +13,15 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 from .cache import CacheEntry, entry_for, write_if_different
+from .errors import BuildError, BuildWarning
+from .registry import family_of
 from .render import render
-from .spec import GemmSpec
-from .toolchain import Toolchain, codegen_flags, include_flags
+from .toolchain import Toolchain
 
-
-class BuildError(RuntimeError):
-    """nvcc failed; the message carries the log tail and the source path."""
-
-
-class BuildWarning(UserWarning):
-    """A kernel built, but with a known performance bug (wgmma serialised, spills, ...)."""
-
+NVCC_PEAK_BYTES = 4 << 30     # measured peak RSS of one CUTLASS sm90 kernel build, rounded up
 
 # Diagnostics that mean a slow kernel, not a broken one.
 _PERF_PATTERNS = [
@@ -50,7 +45,7 @@ def performance_problems(log: str) -> List[str]:
 
 @dataclass
 class BuildResult:
-    spec: GemmSpec
+    spec: Any
     entry: CacheEntry
     cached: bool
     seconds: float = 0.0
@@ -62,22 +57,27 @@ class BuildResult:
 
 
 @lru_cache(maxsize=None)
-def _toolchain() -> Toolchain:
+def toolchain() -> Toolchain:
     return Toolchain.detect()
 
 
 @lru_cache(maxsize=512)
-def locate(spec: GemmSpec) -> CacheEntry:
+def locate(spec) -> CacheEntry:
     """The cache entry of ``spec`` (built or not): renders the source and hashes it, once."""
-    return entry_for(spec, render(spec), _toolchain())
+    return entry_for(spec, render(spec), toolchain())
 
 
-def build(spec: GemmSpec, force: bool = False) -> BuildResult:
+def build_command(spec) -> str:
+    """The shell command that puts ``spec``'s library into the cache."""
+    return f"fused-gemm build --uri {spec.uri}"
+
+
+def build(spec, force: bool = False) -> BuildResult:
     """Returns the cached library of ``spec``, compiling it first if needed."""
     entry = locate(spec)
     if entry.is_built() and not force:
         return BuildResult(spec, entry, cached=True)
-    with entry.locked():
+    with entry.locked():                        # one builder per kernel; other kernels build in parallel
         if entry.is_built() and not force:      # another process built it while we waited
             return BuildResult(spec, entry, cached=True)
         entry.remove_partial_builds()
@@ -85,10 +85,10 @@ def build(spec: GemmSpec, force: bool = False) -> BuildResult:
 
 
 def _compile(entry: CacheEntry) -> BuildResult:
-    tc = _toolchain()
+    tc = toolchain()
     write_if_different(entry.source, render(entry.spec))
     tmp = entry.folder / f"{entry.library.name}.tmp{os.getpid()}"
-    cmd = [str(tc.nvcc), *codegen_flags(entry.spec.arch), *include_flags(), str(entry.source), "-o", str(tmp)]
+    cmd = tc.command(entry.spec.arch, entry.source, tmp, family_of(entry.spec).cutlass_examples)
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -115,6 +115,26 @@ def _compile(entry: CacheEntry) -> BuildResult:
     return BuildResult(entry.spec, entry, cached=False, seconds=seconds, problems=problems)
 
 
+def _available_memory() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_jobs() -> int:
+    """As many nvcc processes as there are cores and as free memory holds (at least one)."""
+    jobs = os.cpu_count() or 1
+    free = _available_memory()
+    if free is not None:
+        jobs = min(jobs, free // NVCC_PEAK_BYTES)
+    return max(1, jobs)
+
+
 def _progress(done: int, total: int, label: str, stream=sys.stderr) -> None:
     width = 30
     filled = width * done // max(total, 1)
@@ -124,17 +144,17 @@ def _progress(done: int, total: int, label: str, stream=sys.stderr) -> None:
     stream.flush()
 
 
-def build_many(specs: Iterable[GemmSpec], jobs: Optional[int] = None, progress: bool = True,
+def build_many(specs: Iterable, jobs: Optional[int] = None, progress: bool = True,
                on_result: Optional[Callable[[BuildResult], None]] = None) -> List[BuildResult]:
-    """Builds every spec, ``jobs`` nvcc processes at a time (default: all cores).
+    """Builds every spec, ``jobs`` nvcc processes at a time (default: ``default_jobs()``).
 
     Every failure is collected; one BuildError naming them all is raised at the end.
     """
-    specs: Sequence[GemmSpec] = list(dict.fromkeys(specs))
-    jobs = jobs or os.cpu_count() or 1
+    specs: Sequence = list(dict.fromkeys(specs))
+    jobs = min(jobs or default_jobs(), default_jobs())
     results, failures = [], []
     if progress:
-        _progress(0, len(specs), "")
+        _progress(0, len(specs), f"({jobs} at a time)")
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(build, s): s for s in specs}
         for i, fut in enumerate(as_completed(futures), 1):

@@ -3,6 +3,7 @@
 Layout (FlashInfer-style, one folder per toolchain and arch):
     $FUSED_GEMM_CACHE_DIR (default ~/.cache/fused-gemm)
       cutlass-4.2.0_nvcc-13.0.88/sm90a/<spec uri>/<key>/{kernel.cu, lib.so, build.log, meta.json}
+(any family: the URI starts with the family's name)
 
 The key hashes what decides the machine code: the rendered source, the hand-written headers it
 includes, the codegen flags and the toolchain versions.  Host paths and the Python version never
@@ -22,10 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, List
+from typing import Any, Iterator, List
 
 from .paths import csrc_dir
-from .spec import GemmSpec
 from .toolchain import Toolchain, codegen_flags
 
 LIBRARY_NAME = "lib.so"
@@ -56,7 +56,7 @@ def cache_key(source: str, arch: str, toolchain: Toolchain) -> str:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    spec: GemmSpec
+    spec: Any
     key: str
     folder: Path
 
@@ -95,7 +95,7 @@ class CacheEntry:
             stale.unlink(missing_ok=True)
 
 
-def entry_for(spec: GemmSpec, source: str, toolchain: Toolchain) -> CacheEntry:
+def entry_for(spec, source: str, toolchain: Toolchain) -> CacheEntry:
     key = cache_key(source, spec.arch, toolchain)
     tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
     return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)

@@ -1,66 +1,54 @@
 """The `fused-gemm` command line: codegen, build, cache, info, demo.
 
-Errors print one line ("error: ...") and exit non-zero.
+codegen/build/cache work on any registered kernel family and import no torch.  Errors print one
+line ("error: ...") and exit non-zero.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import List
 
 from . import cache
-from .build import BuildError, build_many
-from .render import render
-from .spec import ACTIVATIONS, SCHEDULES, TILE_SCHEDULERS, GemmSpec, SpecError, TileConfig
-from .toolchain import Toolchain, ToolchainError, find_cutlass
-
-
-def _triple(text: str):
-    try:
-        vals = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not like 128x256x64") from None
-    if len(vals) != 3:
-        raise argparse.ArgumentTypeError(f"{text!r} is not like 128x256x64")
-    return vals
+from .build import build_many, default_jobs, toolchain
+from .errors import BuildError, SpecError, ToolchainError
+from .registry import FAMILIES, family_of, preset, preset_names, spec_from_uri
+from .render import render, render_abi_header
+from .toolchain import driver_cuda_version, host_flags
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("spec (ignored with --preset)")
-    g.add_argument("--preset", help="a named list of specs: gpu-tests, bench, compile-ci")
-    g.add_argument("--dtype", default="bf16", help="A/B dtype: bf16 or fp16")
-    g.add_argument("--out-dtype", help="D dtype: bf16, fp16 or fp32 (default: --dtype)")
-    g.add_argument("--epilogue", default="none",
-                   help=f"e.g. 'bias+gelu_tanh', 'bias+silu+residual'; activations: {', '.join(ACTIVATIONS)}")
-    g.add_argument("--b-layout", default="nk", choices=("nk", "kn"), help="weight [N,K] (nn.Linear) or [K,N]")
-    g.add_argument("--tile", type=_triple, default=(128, 256, 64))
-    g.add_argument("--cluster", type=_triple, default=(2, 1, 1))
-    g.add_argument("--schedule", default="cooperative", choices=SCHEDULES)
-    g.add_argument("--scheduler", default="persistent", choices=TILE_SCHEDULERS)
-    g.add_argument("--swap-ab", action="store_true")
+    g = p.add_argument_group("which kernels (one of --preset, --uri, or a family's flags)")
+    g.add_argument("--preset", help=f"a named list of specs: {', '.join(preset_names())}")
+    g.add_argument("--uri", action="append", help="a kernel URI, as in the cache and in error messages (repeatable)")
+    g.add_argument("--family", default="gemm", choices=sorted(FAMILIES), help="family of the flags below")
+    for family in FAMILIES.values():
+        if family.cli is not None:
+            family.cli.add_arguments(p.add_argument_group(f"{family.name} spec (ignored with --preset/--uri)"))
 
 
-def _specs(args) -> List[GemmSpec]:
+def _specs(args) -> List:
     if args.preset:
-        from fused_gemm.presets import preset  # the presets follow the runtime's heuristics table
-        try:
-            return preset(args.preset)
-        except KeyError as exc:
-            raise SpecError(exc.args[0]) from None
-    cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, args.swap_ab)
-    return [GemmSpec(args.dtype, out_dtype=args.out_dtype, b_layout=args.b_layout,
-                     epilogue=args.epilogue, config=cfg)]
+        return preset(args.preset)
+    if args.uri:
+        return [spec_from_uri(u) for u in args.uri]
+    return [FAMILIES[args.family].cli.spec_from_args(args)]
 
 
 def cmd_codegen(args) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
+    families = {}
     for spec in _specs(args):
         path = out / f"{spec.uri}.cu"
         cache.write_if_different(path, render(spec))
+        families[spec.family] = family_of(spec)
         print(path)
+    for family in families.values():   # the struct a C++ caller fills, for every family written
+        header = out / f"fg_{family.name}_abi.h"
+        cache.write_if_different(header, render_abi_header(family))
+        print(header)
     return 0
 
 
@@ -87,22 +75,31 @@ def cmd_cache(args) -> int:
 
 def cmd_info(args) -> int:
     print(f"cache dir : {cache.cache_root()}")
+    print(f"families  : {', '.join(sorted(FAMILIES))}")
     try:
-        tc = Toolchain.detect()
-        print(f"nvcc      : {tc.nvcc} ({tc.nvcc_version})")
-        print(f"CUTLASS   : {tc.cutlass_version} at {find_cutlass()}")
+        tc = toolchain()
+        print(f"nvcc      : {tc.nvcc} ({tc.nvcc_version}), found via {tc.nvcc_source}")
+        extra = host_flags(tc.nvcc)
+        if extra:
+            print(f"            host flags: {' '.join(extra)}")
+        print(f"CUTLASS   : {tc.cutlass_version} at {tc.cutlass_root}")
     except ToolchainError as exc:
         print(f"toolchain : unavailable: {exc}")
+    print(f"build jobs: {default_jobs()} at a time (cores and free memory)")
+    driver = driver_cuda_version()
+    print(f"driver    : " + (f"supports CUDA {driver[0]}.{driver[1]} (cuda.bindings)" if driver else
+                             "no NVIDIA driver found (cuda.bindings)"))
     try:
         import torch
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
-                cap = torch.cuda.get_device_capability(i)
-                print(f"GPU {i}     : {torch.cuda.get_device_name(i)} (sm_{cap[0]}{cap[1]})")
-        else:
-            print("GPU       : none visible to torch (kernels can be generated and compiled, not run)")
     except ImportError:
         print("GPU       : torch not installed")
+        return 0
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            cap = torch.cuda.get_device_capability(i)
+            print(f"GPU {i}     : {torch.cuda.get_device_name(i)} (sm_{cap[0]}{cap[1]})")
+    else:
+        print("GPU       : none visible to torch (kernels can be generated and compiled, not run)")
     return 0
 
 
@@ -114,20 +111,20 @@ def cmd_demo(args) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fused-gemm", description="CUTLASS GEMMs with fused epilogues")
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("codegen", help="write the .cu source of a spec or preset")
+    p = sub.add_parser("codegen", help="write the .cu source of a spec or preset, and the ABI header")
     _add_spec_args(p)
     p.add_argument("-o", "--output", default="fused_gemm_src", help="folder for the .cu files")
     p.set_defaults(func=cmd_codegen)
     p = sub.add_parser("build", help="compile specs into the cache, in parallel")
     _add_spec_args(p)
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="parallel nvcc processes")
+    p.add_argument("-j", "--jobs", type=int, help="parallel nvcc processes (default and cap: cores and free memory)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--strict", action="store_true", help="exit 1 if a kernel has spills/C7510/C7508")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("cache", help="list or clear the kernel cache")
     p.add_argument("action", choices=("list", "clear"))
     p.set_defaults(func=cmd_cache)
-    p = sub.add_parser("info", help="nvcc, CUTLASS, GPU and cache dir")
+    p = sub.add_parser("info", help="toolchain, driver, GPUs and cache dir")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("demo", help="build and run a fused GEMM; check it and time it against torch")
     p.add_argument("--m", type=int, default=4096)

@@ -1,5 +1,6 @@
-"""Where the templates and hand-written C++ live: inside the installed package, or beside it in a
-source checkout (the repository keeps them at the top level: templates/, csrc/)."""
+"""Where the templates and hand-written C++ live: inside the installed package (pip install puts
+them at fused_gemm/templates and fused_gemm/csrc), or at the top of a source checkout used through
+an editable install (the repository keeps them there: templates/, csrc/)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ _HERE = Path(__file__).resolve().parent
 
 
 def _find(name: str) -> Path:
-    for candidate in (_HERE.parent / name, _HERE.parent.parent / name):
+    for candidate in (_HERE.parent / name, _HERE.parent / "fused_gemm" / name):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"fused-gemm is missing its {name}/ folder (looked beside {_HERE})")

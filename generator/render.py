@@ -1,61 +1,12 @@
-"""Renders one CUDA translation unit per spec from the Jinja templates."""
+"""Renders one CUDA translation unit per spec, for any registered family."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
 
-from .evt import build_tree
 from .paths import templates_dir
-from .spec import DTYPES, GemmSpec
-
-ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
-
-KERNEL_SCHEDULES = {
-    "cooperative": ("cutlass::gemm::KernelTmaWarpSpecializedCooperative",
-                    "cutlass::epilogue::TmaWarpSpecializedCooperative"),
-    "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong",
-                 "cutlass::epilogue::TmaWarpSpecialized"),
-    "warpspecialized": ("cutlass::gemm::KernelTmaWarpSpecialized", "cutlass::epilogue::TmaWarpSpecialized"),
-    "auto": ("cutlass::gemm::collective::KernelScheduleAuto",
-             "cutlass::epilogue::collective::EpilogueScheduleAuto"),
-}
-TILE_SCHEDULERS = {
-    "persistent": "cutlass::gemm::PersistentScheduler",
-    "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/sm90_stream_k.hpp)
-}
-
-
-@dataclass(frozen=True)
-class KernelOperand:
-    element: str
-    layout: str
-
-
-def kernel_operands(spec: GemmSpec):
-    """(A, B, C/D layout) as the tensor cores see them, after swap-AB."""
-    el = DTYPES[spec.dtype][0]
-    w_is_k_major = spec.b_layout == "nk"
-    if spec.config.swap_ab:
-        # A' = W as [N,K]; B' = X^T as [K,M] with K contiguous; D' = D^T, i.e. column-major.
-        return KernelOperand(el, ROW if w_is_k_major else COL), KernelOperand(el, COL), COL
-    return KernelOperand(el, ROW), KernelOperand(el, COL if w_is_k_major else ROW), ROW
-
-
-def formula(spec: GemmSpec) -> str:
-    ep = spec.epilogue
-    x = "acc"
-    if ep.col_scale:
-        x = f"col_scale[n] * {x}"
-    if ep.row_scale:
-        x = f"row_scale[m] * {x}"
-    x = f"alpha * {x}" + (" + bias[n]" if ep.bias else "")
-    if ep.activation != "identity":
-        x = f"{ep.activation}({x})"
-    if ep.residual:
-        x = f"{x} + beta * C[m,n]"
-    return x
+from .registry import family_of
 
 
 @lru_cache(maxsize=None)
@@ -67,23 +18,13 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render(spec: GemmSpec) -> str:
+def render(spec) -> str:
     """The complete .cu source for ``spec`` (deterministic: same spec, same bytes)."""
-    a, b, layout_cd = kernel_operands(spec)
-    kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
-    return _environment().get_template(f"gemm_{spec.arch[:4]}.cu.j2").render(
-        spec=spec,
-        cfg=spec.config,
-        formula=formula(spec),
-        tree=build_tree(spec),
-        kernel_a=a,
-        kernel_b=b,
-        layout_cd=layout_cd,
-        element_c=DTYPES[spec.residual_dtype][0] if spec.epilogue.residual else "void",
-        element_d=DTYPES[spec.out_dtype][0],
-        kernel_schedule=kernel_schedule,
-        epilogue_schedule=epilogue_schedule,
-        tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
-        epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
-                       "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
-    )
+    family = family_of(spec)
+    return _environment().get_template(family.template(spec)).render(
+        spec=spec, abi=family.abi, **family.context(spec))
+
+
+def render_abi_header(family) -> str:
+    """A C header declaring ``family``'s ABI struct, for C++ callers of `fused-gemm codegen` output."""
+    return _environment().get_template("common/abi_header.h.j2").render(family=family, abi=family.abi)

@@ -1,7 +1,10 @@
-"""The build toolchain: where nvcc and the CUTLASS headers are, their versions, and the flags.
+"""The build toolchain: where nvcc, the CUDA headers and CUTLASS are, their versions, and the flags.
 
-Versions and flags feed the cache key; host paths never do, so a cache built on one machine
-serves another with the same nvcc and CUTLASS.
+nvcc is looked for, in order, at FUSED_GEMM_NVCC / CUDACXX (explicit), $CUDA_HOME / $CUDA_PATH,
+then through cuda-python's ``cuda.pathfinder`` (NVIDIA pip wheels such as those of
+`pip install "fused-gemm[toolchain]"`, conda, the CUDA toolkit), then PATH and /usr/local/cuda.
+Versions and codegen flags feed the cache key; host paths never do, so a cache built on one
+machine serves another with the same nvcc and CUTLASS.
 """
 from __future__ import annotations
 
@@ -12,14 +15,10 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
+from .errors import ToolchainError
 from .paths import csrc_dir
-
-
-class ToolchainError(RuntimeError):
-    """nvcc or CUTLASS cannot be found or used."""
-
 
 # Every flag that changes the generated machine code.  -Xptxas=-v prints registers and spills,
 # which the builder scans for; -DNDEBUG keeps ptxas from serialising wgmma (warning C7510).
@@ -27,34 +26,57 @@ ARCH_FLAGS = {"sm90a": ["-gencode=arch=compute_90a,code=sm_90a"]}
 COMMON_FLAGS = [
     "-O3", "-DNDEBUG", "-std=c++17", "--expt-relaxed-constexpr",
     "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
-    "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",  # griddepcontrol: lets a launch with PDL overlap its prologue
     "-shared", "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden", "-Xlinker=-Bsymbolic",
     "-cudart=static", "-Xptxas=-v", "-lineinfo",
 ]
-
-
 FALLBACK_NVCC = ("/usr/local/cuda/bin/nvcc",)
 
 
-def find_nvcc() -> Path:
-    """FUSED_GEMM_NVCC, CUDACXX, $CUDA_HOME/bin/nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc."""
-    candidates = [os.environ.get("FUSED_GEMM_NVCC"), os.environ.get("CUDACXX")]
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+def _pathfinder_nvcc() -> Optional[str]:
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+    except ImportError:  # cuda-python missing or older than find_nvidia_binary_utility
+        return None
+    try:
+        return find_nvidia_binary_utility("nvcc")
+    except Exception:  # noqa: BLE001 - a discovery helper must never break the search order
+        return None
+
+
+def _candidates() -> Iterable[Tuple[str, Optional[str]]]:
+    for home_var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(home_var)
         if home:
-            candidates.append(str(Path(home) / "bin" / "nvcc"))
-    candidates += [shutil.which("nvcc"), *FALLBACK_NVCC]
-    for c in candidates:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return Path(c)
+            yield f"${home_var}", str(Path(home) / "bin" / "nvcc")
+    yield "cuda.pathfinder (pip wheels, conda, CUDA toolkit)", _pathfinder_nvcc()
+    yield "PATH", shutil.which("nvcc")
+    for path in FALLBACK_NVCC:
+        yield "default install location", path
+
+
+def _usable(path: Optional[str]) -> bool:
+    return bool(path) and Path(path).is_file() and os.access(path, os.X_OK)
+
+
+def find_nvcc() -> Tuple[Path, str]:
+    """(nvcc, how it was found)."""
+    for var in ("FUSED_GEMM_NVCC", "CUDACXX"):
+        value = os.environ.get(var)
+        if value:
+            if not _usable(value):
+                raise ToolchainError(f"{var}={value} is not an executable nvcc")
+            return Path(value), f"${var}"
+    for source, path in _candidates():
+        if _usable(path):
+            return Path(path), source
     raise ToolchainError(
-        "nvcc not found: install the CUDA toolkit (12.4 or newer) or point FUSED_GEMM_NVCC / "
-        "CUDA_HOME at it")
+        "nvcc not found: `pip install \"fused-gemm[toolchain]\"` for NVIDIA's pip-packaged CUDA compiler, "
+        "install the CUDA toolkit (12.4 or newer), or point FUSED_GEMM_NVCC / CUDA_HOME at one")
 
 
 @lru_cache(maxsize=None)
-def nvcc_version(nvcc: Optional[Path] = None) -> str:
+def nvcc_version(nvcc: Path) -> str:
     """'13.0.88' from `nvcc --version`."""
-    nvcc = nvcc or find_nvcc()
     try:
         out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as exc:
@@ -63,6 +85,15 @@ def nvcc_version(nvcc: Optional[Path] = None) -> str:
     if not m:
         raise ToolchainError(f"could not read the version from `{nvcc} --version`: {out[-200:]!r}")
     return m.group(1)
+
+
+def host_flags(nvcc: Path) -> List[str]:
+    """Flags that depend on where the toolkit lives (never in the cache key).  NVIDIA's pip wheels
+    keep libraries (libcudart_static.a) in lib/, where nvcc.profile only looks in lib64/."""
+    root = nvcc.resolve().parent.parent
+    if not (root / "lib64").is_dir() and (root / "lib").is_dir():
+        return [f"-L{root / 'lib'}"]
+    return []
 
 
 def find_cutlass() -> Path:
@@ -86,8 +117,8 @@ def find_cutlass() -> Path:
 
 
 @lru_cache(maxsize=None)
-def cutlass_version(root: Optional[Path] = None) -> str:
-    text = ((root or find_cutlass()) / "include" / "cutlass" / "version.h").read_text()
+def cutlass_version(root: Path) -> str:
+    text = (root / "include" / "cutlass" / "version.h").read_text()
     parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     if not all(parts):
         raise ToolchainError("could not read the CUTLASS version from version.h")
@@ -99,9 +130,16 @@ def codegen_flags(arch: str) -> List[str]:
     return COMMON_FLAGS + ARCH_FLAGS[arch]
 
 
-def include_flags() -> List[str]:
-    root = find_cutlass()
-    return [f"-I{csrc_dir()}", f"-I{root / 'include'}", f"-I{root / 'tools' / 'util' / 'include'}"]
+def driver_cuda_version() -> Optional[Tuple[int, int]]:
+    """The CUDA version the installed driver supports, through cuda.bindings; None without a driver."""
+    try:
+        from cuda.bindings import driver
+        err, version = driver.cuDriverGetVersion()
+    except Exception:  # noqa: BLE001 - no cuda-python, no libcuda: nothing to report
+        return None
+    if int(err) != 0:
+        return None
+    return version // 1000, (version % 1000) // 10
 
 
 @dataclass(frozen=True)
@@ -109,11 +147,30 @@ class Toolchain:
     nvcc: Path
     nvcc_version: str
     cutlass_version: str
+    cutlass_root: Optional[Path] = None
+    nvcc_source: str = "given"
 
     @classmethod
     def detect(cls) -> "Toolchain":
-        nvcc = find_nvcc()
-        return cls(nvcc, nvcc_version(nvcc), cutlass_version(find_cutlass()))
+        nvcc, source = find_nvcc()
+        root = find_cutlass()
+        return cls(nvcc, nvcc_version(nvcc), cutlass_version(root), root, source)
 
     def key_parts(self) -> Tuple[str, str]:
         return (f"nvcc-{self.nvcc_version}", f"cutlass-{self.cutlass_version}")
+
+    def include_flags(self, cutlass_examples: Tuple[str, ...] = ()) -> List[str]:
+        root = self.cutlass_root or find_cutlass()
+        flags = [f"-I{csrc_dir()}", f"-I{root / 'include'}", f"-I{root / 'tools' / 'util' / 'include'}"]
+        for example in cutlass_examples:
+            folder = root / "examples" / example
+            if not folder.is_dir():
+                raise ToolchainError(f"CUTLASS example {example!r} is not shipped at {folder}")
+            flags.append(f"-I{folder}")
+        if cutlass_examples:
+            flags.append(f"-I{root / 'examples' / 'common'}")
+        return flags
+
+    def command(self, arch: str, source: Path, output: Path, cutlass_examples: Tuple[str, ...] = ()) -> List[str]:
+        return [str(self.nvcc), *codegen_flags(arch), *host_flags(self.nvcc), *self.include_flags(cutlass_examples),
+                str(source), "-o", str(output)]

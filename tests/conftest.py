@@ -1,5 +1,4 @@
 import os
-import shutil
 
 import pytest
 import torch
@@ -19,20 +18,19 @@ def _has_toolchain() -> bool:
         return False
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs an sm_90 GPU (H100/H200); skipped without one")
-    config.addinivalue_line("markers", "compile: runs nvcc on real CUTLASS kernels (no GPU needed)")
-
-
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs an sm_90 GPU (H100/H200)")
     skip_nvcc = pytest.mark.skip(reason="needs nvcc and the CUTLASS headers (pip install nvidia-cutlass)")
+    skip_offline = pytest.mark.skip(reason="FUSED_GEMM_OFFLINE is set: no package index to install wheels from")
     gpu, toolchain = _has_sm90(), _has_toolchain()
+    offline = os.environ.get("FUSED_GEMM_OFFLINE")
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(skip_gpu)
         if ("compile" in item.keywords or "gpu" in item.keywords) and not toolchain:
             item.add_marker(skip_nvcc)
+        if "toolchain" in item.keywords and offline:
+            item.add_marker(skip_offline)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import torch
 
 import fused_gemm
 from fused_gemm import LaunchOptions
-from fused_gemm.heuristics import RULES, pick
+from fused_gemm.generator.gemm.heuristics import RULES, pick
 
 
 def test_linear_rejects_cpu_and_non_tensors():

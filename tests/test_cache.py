@@ -33,8 +33,7 @@ def test_key_is_the_same_in_another_process_and_folder(tmp_path):
     code = ("from pathlib import Path; from fused_gemm.generator import GemmSpec, Toolchain, render, cache;"
             "print(cache.cache_key(render(GemmSpec('fp16', epilogue='bias+silu')), 'sm90a', "
             "Toolchain(Path('/x/nvcc'), '13.0.88', '4.2.0')))")
-    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "c"),
-               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "c"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     here = cache.cache_key(render(GemmSpec("fp16", epilogue="bias+silu")), "sm90a",
@@ -74,8 +73,48 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(toolchain, "FALLBACK_NVCC", ())
-    with pytest.raises(ToolchainError, match="nvcc not found"):
+    monkeypatch.setattr(toolchain, "_pathfinder_nvcc", lambda: None)
+    with pytest.raises(ToolchainError, match="nvcc not found.*toolchain"):
         toolchain.find_nvcc()
+
+
+def test_explicit_nvcc_variable_must_point_at_nvcc(monkeypatch, tmp_path):
+    monkeypatch.setenv("FUSED_GEMM_NVCC", str(tmp_path / "missing-nvcc"))
+    with pytest.raises(ToolchainError, match="FUSED_GEMM_NVCC"):
+        toolchain.find_nvcc()
+
+
+def test_nvcc_search_order(monkeypatch, tmp_path):
+    """Explicit variables, then CUDA_HOME, then cuda.pathfinder (pip wheels), then PATH."""
+    def fake_nvcc(folder):
+        path = tmp_path / folder / "bin" / "nvcc"
+        path.parent.mkdir(parents=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return path
+    home, wheel, on_path = fake_nvcc("home"), fake_nvcc("wheel"), fake_nvcc("path")
+    for var in ("FUSED_GEMM_NVCC", "CUDACXX", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.setattr(toolchain, "_pathfinder_nvcc", lambda: str(wheel))
+    assert toolchain.find_nvcc() == (wheel, "cuda.pathfinder (pip wheels, conda, CUDA toolkit)")
+    monkeypatch.setenv("CUDA_HOME", str(home.parent.parent))
+    assert toolchain.find_nvcc()[0] == home
+    monkeypatch.setenv("FUSED_GEMM_NVCC", str(on_path))
+    assert toolchain.find_nvcc() == (on_path, "$FUSED_GEMM_NVCC")
+    monkeypatch.delenv("FUSED_GEMM_NVCC")
+    monkeypatch.delenv("CUDA_HOME")
+    monkeypatch.setattr(toolchain, "_pathfinder_nvcc", lambda: None)
+    assert toolchain.find_nvcc() == (on_path, "PATH")
+
+
+def test_wheel_layout_gets_a_lib_dir_flag(tmp_path):
+    nvcc = tmp_path / "nvidia" / "cu13" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.touch()
+    assert toolchain.host_flags(nvcc) == []
+    (tmp_path / "nvidia" / "cu13" / "lib").mkdir()
+    assert toolchain.host_flags(nvcc) == [f"-L{tmp_path / 'nvidia' / 'cu13' / 'lib'}"]
 
 
 def test_bad_cutlass_dir_is_a_clear_error(monkeypatch, tmp_path):
@@ -85,8 +124,9 @@ def test_bad_cutlass_dir_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def run_cli(*args, env=None):
+    # Not from the checkout's root: there `python -m` would import the uninstalled source folder.
     return subprocess.run([sys.executable, "-m", "fused_gemm.generator.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+                          text=True, env=env, cwd=Path(__file__).resolve().parent)
 
 
 def test_cli_codegen_writes_sources(tmp_path):
@@ -96,6 +136,12 @@ def test_cli_codegen_writes_sources(tmp_path):
     assert len(files) == 1 and "GELU_taylor" in files[0].read_text()
     r = run_cli("codegen", "--preset", "bench", "-o", str(tmp_path / "bench"))
     assert r.returncode == 0 and len(list((tmp_path / "bench").glob("*.cu"))) >= 3
+    header = (tmp_path / "bench" / "fg_gemm_abi.h").read_text()
+    assert "typedef struct FgGemmProblem" in header
+    uri = files[0].name[:-3]
+    r = run_cli("codegen", "--uri", uri, "-o", str(tmp_path / "by-uri"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "by-uri" / files[0].name).read_text() == files[0].read_text()
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -103,6 +149,7 @@ def test_cli_codegen_writes_sources(tmp_path):
     (["build", "--tile", "100x128x64"], "tile M"),
     (["build", "--preset", "nope"], "unknown preset"),
     (["codegen", "--dtype", "int8"], "unknown dtype"),
+    (["codegen", "--uri", "gemm_bogus"], "not a GEMM kernel URI"),
 ])
 def test_cli_errors_are_one_line(args, fragment, tmp_path):
     r = run_cli(*args, "-o" if args[0] == "codegen" else "-q", *([str(tmp_path)] if args[0] == "codegen" else []))

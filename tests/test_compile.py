@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fused_gemm.generator import BuildError, GemmSpec, TileConfig, build, build_many, locate
-from fused_gemm.presets import preset
+from fused_gemm.generator import BuildError, GemmSpec, TileConfig, build, build_many, locate, preset
+from fused_gemm.generator.gemm.abi import PROBLEM
 
 pytestmark = pytest.mark.compile
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +45,25 @@ def test_libraries_export_the_c_abi(ci_builds):
     for r in ci_builds:
         lib = ctypes.CDLL(str(r.library))   # static cudart: loads without a GPU or driver
         lib.fg_spec_uri.restype = ctypes.c_char_p
-        assert lib.fg_abi_version() == 3
+        lib.fg_problem_size.restype = ctypes.c_size_t
+        assert lib.fg_abi_version() == PROBLEM.version == 4
         assert lib.fg_spec_uri().decode() == r.spec.uri
+        assert lib.fg_problem_size() == PROBLEM.size
+        assert lib.fg_features() == (1 if r.spec.pdl else 0)
+        for name in ("fg_prepare", "fg_can_implement", "fg_workspace_size", "fg_run", "fg_last_error"):
+            assert hasattr(lib, name)
+
+
+def test_library_loads_through_the_runtime_without_a_gpu(ci_builds):
+    from fused_gemm.generator import family_of
+    from fused_gemm.library import KernelLibrary
+    r = ci_builds[0]
+    lib = KernelLibrary(r.library, family_of(r.spec), r.spec.uri)
+    assert lib.supports_pdl
+    # A problem on a device ordinal out of range is refused with a message, not a crash.
+    fields = [0] * len(PROBLEM.fields)
+    fields[PROBLEM.names.index("device")] = 999
+    assert lib.can_implement(*fields) == 1 and "out of range" in lib.last_error()
 
 
 def test_failed_build_names_source_and_log(tmp_cache, monkeypatch):
@@ -74,12 +91,12 @@ print("cached" if r.cached else "built", r.library)
 
 
 def _builder(env):
-    return subprocess.Popen([sys.executable, "-c", BUILDER], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-c", BUILDER], env=env, cwd=Path(env["FUSED_GEMM_CACHE_DIR"]).parent, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def test_killed_build_then_two_concurrent_builders(tmp_path):
-    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "cache"))
     # 1. a builder killed halfway through nvcc leaves no library and no lock that blocks others
     victim = _builder(env)
     deadline = time.monotonic() + 120

@@ -1,13 +1,15 @@
 """Correctness on an sm_90 GPU against a float64 reference (skipped without one)."""
 import math
+import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import fused_gemm
+from fused_gemm import jit
 from fused_gemm.generator import Epilogue
-from fused_gemm.presets import TEST_EPILOGUES
+from fused_gemm.generator.gemm.presets import STREAM_K, TEST_EPILOGUES
 
 pytestmark = pytest.mark.gpu
 
@@ -16,7 +18,7 @@ ACT = {
     "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
 }
-M_VALUES = [1, 7, 64, 129, 1000, 4096]
+M_VALUES = [1, 7, 64, 129, 1000, 4095]
 N, K = 264, 200   # multiples of 8 that fill no tile evenly
 
 
@@ -24,7 +26,7 @@ def operands(ep: Epilogue, lead, n, k, dtype, out_dtype=None):
     """Fresh random operands for ``ep`` (never zeros)."""
     g = {}
     g["x"] = torch.randn(*lead, k, dtype=dtype, device="cuda")
-    g["weight"] = torch.randn(n, k, dtype=dtype, device="cuda") / math.sqrt(k)
+    g["weight"] = torch.randn(n, k, dtype=dtype, device="cuda") / math.sqrt(max(k, 1))
     m = math.prod(lead)
     if ep.bias:
         g["bias"] = torch.randn(n, dtype=dtype, device="cuda")
@@ -99,12 +101,109 @@ def test_in_place_residual(m):
 
 
 @pytest.mark.parametrize("m", [1, 129])
-def test_fp32_output(m):
+def test_fp32_output_by_out_and_by_out_dtype(m):
     ep = Epilogue.parse("bias+residual")
     g = operands(ep, (m,), N, K, torch.bfloat16, out_dtype=torch.float32)
     out = torch.full((m, N), float("nan"), dtype=torch.float32, device="cuda")
-    got = call_linear(ep, g, out=out)
-    assert_close(got, reference(ep, **g), torch.bfloat16)
+    assert_close(call_linear(ep, g, out=out), reference(ep, **g), torch.bfloat16)
+    got = fused_gemm.linear(g["x"], g["weight"], out_dtype=torch.float32)
+    assert got.dtype == torch.float32
+    assert_close(got, reference(Epilogue(), g["x"], g["weight"]), torch.bfloat16)
+
+
+def test_linear_and_compiled_op_take_the_same_arguments():
+    ep = Epilogue.parse("bias+gelu_tanh+residual")
+    g = operands(ep, (9,), N, K, torch.bfloat16)
+    spec = fused_gemm.GemmSpec("bf16", epilogue=ep)
+    op = fused_gemm.compile(spec)
+    args = (g["x"], g["weight"], g["bias"], "gelu_tanh", g["residual"])
+    a = fused_gemm.linear(*args, alpha=0.5, beta=2.0)
+    b = op(*args, alpha=0.5, beta=2.0)
+    ref = reference(ep, **g, alpha=0.5, beta=2.0)
+    assert_close(a, ref, torch.bfloat16)
+    assert_close(b, ref, torch.bfloat16)
+    with pytest.raises(ValueError, match="activation"):
+        op(g["x"], g["weight"], g["bias"], "silu", g["residual"])
+
+
+def test_the_torch_ops_match_the_eager_path():
+    ep = Epilogue.parse("bias+silu")
+    g = operands(ep, (33,), N, K, torch.bfloat16)
+    ref = reference(ep, **g)
+    assert_close(torch.ops.fused_gemm.linear(g["x"], g["weight"], g["bias"], "silu", None, 1.0, 1.0, None, None,
+                                             None), ref, torch.bfloat16)
+    out = torch.full((33, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    torch.ops.fused_gemm.linear_out(g["x"], g["weight"], g["bias"], "silu", None, 1.0, 1.0, None, None, out)
+    assert_close(out, ref, torch.bfloat16)
+    op = fused_gemm.compile(fused_gemm.GemmSpec("bf16", epilogue=ep))
+    got = torch.ops.fused_gemm.gemm(op.spec.uri, list(fused_gemm.LaunchOptions().abi), g["x"], g["weight"],
+                                    g["bias"], None, 1.0, 1.0, None, None, None)
+    assert_close(got, ref, torch.bfloat16)
+
+
+class MLP(torch.nn.Module):
+    """Up-projection with SiLU, down-projection added in place onto a residual, and an fp32 head."""
+
+    def __init__(self, d=256, hidden=512):
+        super().__init__()
+        self.up = torch.nn.Linear(d, hidden, dtype=torch.bfloat16, device="cuda")
+        self.down = torch.nn.Linear(hidden, d, dtype=torch.bfloat16, device="cuda")
+        self.head = torch.nn.Linear(d, 128, bias=False, dtype=torch.bfloat16, device="cuda")
+
+    def forward(self, x):
+        h = fused_gemm.linear(x, self.up.weight, self.up.bias, "silu")
+        r = x.clone()
+        fused_gemm.linear(h, self.down.weight, self.down.bias, residual=r, out=r)   # a declared mutation
+        return r, fused_gemm.linear(r, self.head.weight, out_dtype=torch.float32)
+
+    def reference(self, x):
+        h = F.silu(F.linear(x.double(), self.up.weight.double(), self.up.bias.double()))
+        r = x.double() + F.linear(h, self.down.weight.double(), self.down.bias.double())
+        return r, F.linear(r, self.head.weight.double())
+
+
+@pytest.mark.parametrize("m", [7, 129])
+def test_torch_compile_fullgraph_has_no_graph_break(m):
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    model = MLP()
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(m, 256, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad():
+        eager = model(x)
+        got = compiled(x)
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+    for e, c in zip(eager, got):
+        assert c.shape == e.shape and c.dtype == e.dtype
+        torch.testing.assert_close(c, e, rtol=1e-2, atol=1e-2)
+    for c, ref in zip(got, model.reference(x)):
+        assert_close(c, ref, torch.bfloat16)
+
+
+def test_torch_export_keeps_one_op_per_call():
+    model = MLP()
+    x = torch.randn(16, 256, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad():
+        exported = torch.export.export(model, (x,))
+        code = exported.graph_module.code
+        assert code.count("fused_gemm.linear.default") == 2 and "fused_gemm.linear_out.default" in code, code
+        assert "aten.mm" not in code and "aten.addmm" not in code, code
+        got = exported.module()(x)
+    for c, ref in zip(got, model.reference(x)):
+        assert_close(c, ref, torch.bfloat16)
+
+
+def test_inputs_that_require_grad_are_refused():
+    model = MLP()
+    x = torch.randn(4, 256, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(RuntimeError, match="requires grad"):
+        model(x)                                   # nn.Parameter weights, grad mode on
+    with pytest.raises(RuntimeError, match="requires grad"):
+        torch.ops.fused_gemm.linear(x, model.up.weight, None, None, None, 1.0, 1.0, None, None, None)
+    with torch.inference_mode():
+        model(x)
+    with torch.no_grad():
+        model(x.requires_grad_())
 
 
 @pytest.mark.parametrize("m", [1, 16, 1000])
@@ -112,7 +211,7 @@ def test_cuda_graph_capture_and_replay(m):
     ep = Epilogue.parse("bias+silu")
     g = operands(ep, (m,), 1024, 512, torch.bfloat16)
     out = torch.empty(m, 1024, dtype=torch.bfloat16, device="cuda")
-    call_linear(ep, g, out=out)                     # warm-up: build, load, workspace
+    call_linear(ep, g, out=out)                     # warm-up: build, load, prepare
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -126,7 +225,95 @@ def test_cuda_graph_capture_and_replay(m):
         assert_close(out, reference(ep, **g), torch.bfloat16)
 
 
-STREAM_K = fused_gemm.TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+def _fresh_op(spec):
+    """The op of a built spec as a process that never called it would see it (not loaded, not prepared)."""
+    jit._ops.pop(spec, None)
+    return spec
+
+
+def test_first_call_inside_capture_raises_and_warmup_fixes_it():
+    spec = _fresh_op(fused_gemm.GemmSpec("bf16", epilogue="bias", config=STREAM_K))
+    ep = spec.epilogue
+    g = operands(ep, (5,), 512, 256, torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(fused_gemm.KernelNotReadyError, match=r"fused_gemm\.warmup\(.*fused-gemm build --uri"):
+        with torch.cuda.graph(graph):
+            fused_gemm.compile(spec)
+    op, = fused_gemm.warmup(spec.uri)
+    out = torch.full((5, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(g["x"], g["weight"], g["bias"], out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(out, reference(ep, **g), torch.bfloat16)
+
+
+def test_unprepared_op_inside_capture_raises():
+    spec = fused_gemm.GemmSpec("bf16", epilogue="bias", config=STREAM_K)
+    op = fused_gemm.compile(spec)
+    fresh = type(op)(spec, op.library)              # never called: not prepared on any device
+    g = operands(spec.epilogue, (5,), 512, 256, torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(fused_gemm.KernelNotReadyError, match="inside a CUDA-graph capture"):
+        with torch.cuda.graph(graph):
+            fresh(g["x"], g["weight"], g["bias"])
+
+
+SK = fused_gemm.GemmSpec("bf16", epilogue="bias", config=STREAM_K)
+SK_LAUNCHES = [fused_gemm.LaunchOptions(), fused_gemm.LaunchOptions(decomposition="split_k", splits=4),
+               fused_gemm.LaunchOptions(decomposition="stream_k", reduction="nondeterministic")]
+
+
+def test_stream_k_on_many_streams_from_many_threads():
+    """Concurrent stream-K launches on 6 streams from 6 threads: each has its own workspace."""
+    op = fused_gemm.compile(SK)
+    ep = SK.epilogue
+    errors, barrier = [], threading.Barrier(6, timeout=120)
+
+    def worker(i):
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                sets = [operands(ep, (1 + 3 * i,), 2048 + 256 * i, 4096, torch.bfloat16) for _ in range(3)]
+                barrier.wait()
+                outs = [op(sets[j % 3]["x"], sets[j % 3]["weight"], sets[j % 3]["bias"],
+                           launch=SK_LAUNCHES[(i + j) % 3]) for j in range(12)]
+                stream.synchronize()
+                for j, got in enumerate(outs):
+                    assert_close(got, reference(ep, **sets[j % 3]), torch.bfloat16)
+        except Exception as exc:  # noqa: BLE001 - reported below with the thread's index
+            errors.append(f"thread {i}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_graph_captured_before_the_workspace_grows_still_replays():
+    op = fused_gemm.compile(SK)
+    ep = SK.epilogue
+    small = operands(ep, (3,), 1024, 1024, torch.bfloat16)
+    out = torch.empty(3, 1024, dtype=torch.bfloat16, device="cuda")
+    launch = SK_LAUNCHES[1]
+    op(small["x"], small["weight"], small["bias"], out=out, launch=launch)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(small["x"], small["weight"], small["bias"], out=out, launch=launch)
+    for n, k in ((8192, 8192), (16384, 4096)):           # much larger workspaces, allocated and freed
+        big = operands(ep, (16,), n, k, torch.bfloat16)
+        assert_close(op(big["x"], big["weight"], big["bias"], launch=launch), reference(ep, **big), torch.bfloat16)
+        torch.cuda.empty_cache()
+    for _ in range(3):
+        for t in small.values():
+            t.copy_(torch.randn_like(t))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, reference(ep, **small), torch.bfloat16)
 
 
 @pytest.mark.parametrize("launch", [
@@ -155,6 +342,21 @@ def test_pdl_launch_after_a_producer_kernel():
         assert_close(got, reference(ep, **g), torch.bfloat16)
 
 
+def test_pdl_launch_of_a_library_without_grid_dependency_control_is_refused():
+    from fused_gemm.generator.gemm.heuristics import RULES
+    spec = fused_gemm.GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)
+    op = fused_gemm.compile(spec)
+    assert not op.library.supports_pdl
+    g = operands(spec.epilogue, (4,), 512, 256, torch.bfloat16)
+    with pytest.raises(ValueError, match="grid-dependency control"):
+        op(g["x"], g["weight"], g["bias"], launch=fused_gemm.LaunchOptions(pdl=True))
+    # The C side refuses too, for callers that skip Python's checks.
+    fields = [4, 512, 256, g["x"].data_ptr(), 256, g["weight"].data_ptr(), 256, 0, 512, 0, 512,
+              g["bias"].data_ptr(), 0, 0, 1.0, 1.0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert op.library.run(*fields) == 1 and "grid-dependency" in op.library.last_error()
+    assert_close(op(g["x"], g["weight"], g["bias"]), reference(spec.epilogue, **g), torch.bfloat16)
+
+
 def test_kn_weight_layout():
     spec = fused_gemm.GemmSpec("fp16", b_layout="kn", epilogue="bias+relu")
     op = fused_gemm.compile(spec)
@@ -162,6 +364,20 @@ def test_kn_weight_layout():
     g = operands(ep, (129,), N, K, torch.float16)
     got = op(g["x"], g["weight"].t().contiguous(), g["bias"])
     assert_close(got, reference(ep, **g), torch.float16)
+
+
+def test_empty_dimensions_follow_f_linear():
+    x = torch.randn(5, 64, dtype=torch.bfloat16, device="cuda")
+    assert fused_gemm.linear(x, torch.empty(0, 64, dtype=torch.bfloat16, device="cuda")).shape == (5, 0)
+    assert fused_gemm.linear(x[:0], torch.randn(32, 64, dtype=torch.bfloat16, device="cuda")).shape == (0, 32)
+    # K == 0: an empty sum is zero, then the epilogue (F.linear gives the broadcast bias).
+    x0, w0 = torch.empty(5, 0, dtype=torch.bfloat16, device="cuda"), torch.empty(32, 0, dtype=torch.bfloat16,
+                                                                                 device="cuda")
+    b = torch.randn(32, dtype=torch.bfloat16, device="cuda")
+    torch.testing.assert_close(fused_gemm.linear(x0, w0, b), F.linear(x0, w0, b))
+    r = torch.randn(5, 32, dtype=torch.bfloat16, device="cuda")
+    got = fused_gemm.linear(x0, w0, b, "gelu_tanh", r, beta=0.5)
+    torch.testing.assert_close(got, (F.gelu(b.float(), approximate="tanh") + 0.5 * r.float()).bfloat16())
 
 
 class TestBadInputOnGpu:
@@ -183,6 +399,8 @@ class TestBadInputOnGpu:
     def test_device(self):
         with pytest.raises(ValueError, match="weight"):
             fused_gemm.linear(self.x, self.w.cpu(), self.b)
+        with pytest.raises(ValueError, match="bias"):
+            fused_gemm.linear(self.x, self.w, self.b.cpu())
 
     def test_shape(self):
         with pytest.raises(ValueError, match="weight"):
@@ -201,15 +419,51 @@ class TestBadInputOnGpu:
         with pytest.raises(ValueError, match="x"):
             fused_gemm.linear(torch.randn(16, 60, dtype=torch.bfloat16, device="cuda"),
                               torch.randn(128, 60, dtype=torch.bfloat16, device="cuda"), self.b)  # K % 8
+        with pytest.raises(ValueError, match="out"):
+            fused_gemm.linear(self.x, torch.randn(120, 64, dtype=torch.bfloat16, device="cuda")[:, :],
+                              out=torch.empty(16, 125, dtype=torch.bfloat16, device="cuda")[:, :120])
 
     def test_out(self):
         with pytest.raises(TypeError, match="out"):
             fused_gemm.linear(self.x, self.w, self.b, out=torch.empty(16, 128, dtype=torch.int32, device="cuda"))
         with pytest.raises(ValueError, match="out"):
             fused_gemm.linear(self.x, self.w, self.b, out=torch.empty(16, 64, dtype=torch.bfloat16, device="cuda"))
+        with pytest.raises(TypeError, match="out_dtype"):
+            fused_gemm.linear(self.x, self.w, self.b, out_dtype=torch.float16,
+                              out=torch.empty(16, 128, dtype=torch.bfloat16, device="cuda"))
+
+    def test_aliasing(self):
+        big = torch.randn(16, 256, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="out overlaps x"):
+            fused_gemm.linear(big[:, :64], self.w, self.b, out=big[:, 128:])
+        wide = torch.randn(128, 128, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="out overlaps weight"):
+            fused_gemm.linear(torch.randn(128, 64, dtype=torch.bfloat16, device="cuda"), wide[:, :64],
+                              out=wide)
+        r = torch.randn(17, 128, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="residual overlaps out"):
+            fused_gemm.linear(self.x, self.w, self.b, residual=r[1:], out=r[:16])
+
+    def test_dimensions_past_int32(self):
+        x = torch.randn(1, 64, dtype=torch.bfloat16, device="cuda").expand(1 << 31, 64)
+        with pytest.raises(ValueError, match="M = 2147483648"):
+            fused_gemm.linear(x, self.w, self.b)
+        w = torch.randn(1, 64, dtype=torch.bfloat16, device="cuda").expand(1 << 31, 64)
+        with pytest.raises(ValueError, match="N = 2147483648"):
+            fused_gemm.linear(self.x, w)
+
+    def test_scalars_and_launch(self):
+        with pytest.raises(ValueError, match="alpha"):
+            fused_gemm.linear(self.x, self.w, self.b, alpha=float("inf"))
+        with pytest.raises(TypeError, match="beta"):
+            fused_gemm.linear(self.x, self.w, self.b, beta="1")
+        op = fused_gemm.compile(fused_gemm.GemmSpec("bf16", epilogue="bias"))
+        with pytest.raises(TypeError, match="launch"):
+            op(self.x, self.w, self.b, launch={"splits": 2})
 
     def test_epilogue_mismatch_on_compiled_op(self):
-        op = fused_gemm.compile(fused_gemm.presets.linear_specs("bf16", "bias+gelu_tanh")[0])
+        from fused_gemm.generator.gemm.presets import linear_specs
+        op = fused_gemm.compile(linear_specs("bf16", "bias+gelu_tanh")[0])
         with pytest.raises(ValueError, match="bias is required"):
             op(self.x, self.w)
         with pytest.raises(ValueError, match="residual"):

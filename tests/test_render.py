@@ -2,7 +2,7 @@
 import pytest
 
 from fused_gemm.generator import GemmSpec, TileConfig, render
-from fused_gemm.presets import TEST_EPILOGUES
+from fused_gemm.generator.gemm.presets import TEST_EPILOGUES
 
 SWAP = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
 
@@ -16,7 +16,16 @@ def test_render_is_deterministic_and_complete(epilogue, config):
     assert spec.uri in src
     assert "{{" not in src and "{%" not in src
     assert src.count("(") == src.count(")") and src.count("{") == src.count("}")
-    assert '#include "fused_gemm/sm90_exports.inl"' in src
+    assert '#include "fused_gemm/gemm/sm90_exports.inl"' in src
+    assert "typedef struct FgGemmProblem" in src and "static_assert(sizeof(FgGemmProblem) == 176" in src
+
+
+def test_pdl_is_a_spec_switch():
+    on = render(GemmSpec("bf16"))
+    off = render(GemmSpec("bf16", pdl=False))
+    assert "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in on
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in off
+    assert on.index("CUTLASS_ENABLE_GDC_FOR_SM90") < on.index("#include \"fused_gemm")
 
 
 def test_epilogue_nodes_follow_the_recipe():

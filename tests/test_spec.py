@@ -30,14 +30,14 @@ def test_spec_is_frozen_hashable_and_canonical():
     assert a == b and hash(a) == hash(b)
     assert len({a, b}) == 1
     with pytest.raises(Exception):
-        a.dtype = "fp16"
+        a.a_dtype = "fp16"
 
 
 def test_uri_names_every_parameter():
     spec = GemmSpec("fp16", out_dtype="fp32", b_layout="kn", epilogue="bias+silu+residual",
                     config=TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True))
     uri = spec.uri
-    for part in ("sm90a", "fp16_fp32", "cfp32", "biasfp16", "bkn", "t128x16x128", "c1x1x1", "coop",
+    for part in ("sm90a", "a-fp16_b-fp16_d-fp32", "c-fp32", "bias-fp16", "w-kn", "t128x16x128", "c1x1x1", "coop",
                  "streamk", "swapab", "bias-silu-residual"):
         assert part in uri
     assert "/" not in uri and " " not in uri and "+" not in uri
@@ -46,8 +46,10 @@ def test_uri_names_every_parameter():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    ({"dtype": "fp32"}, "A and B"),
-    ({"dtype": "int8"}, "unknown dtype"),
+    ({"a_dtype": "fp32"}, "no mainloop"),
+    ({"a_dtype": "bf16", "b_dtype": "s4"}, "no mainloop"),
+    ({"a_dtype": "e4m3"}, "no mainloop"),
+    ({"a_dtype": "int8"}, "unknown dtype"),
     ({"out_dtype": "fp64"}, "unknown dtype"),
     ({"b_layout": "mn"}, "b_layout"),
     ({"arch": "sm80"}, "planned"),
@@ -74,3 +76,39 @@ def test_bad_tile_configs_raise(kwargs, fragment):
 
 def test_spec_error_is_a_value_error():
     assert issubclass(SpecError, ValueError)
+
+
+def test_a_and_b_dtypes_are_separate_fields():
+    spec = GemmSpec("fp16")
+    assert (spec.a_dtype, spec.b_dtype, spec.out_dtype, spec.bias_dtype) == ("fp16",) * 4
+    assert GemmSpec("bf16", "bf16") == GemmSpec("bf16")
+
+
+def _every_preset_spec():
+    from fused_gemm.generator.registry import FAMILIES, preset
+    for family in FAMILIES.values():
+        for name in family.presets:
+            yield from preset(name)
+
+
+def test_uri_round_trips_for_every_preset_spec():
+    from fused_gemm.generator import spec_from_uri
+    specs = list(_every_preset_spec())
+    assert len(specs) > 50
+    for spec in specs:
+        assert GemmSpec.from_uri(spec.uri) == spec
+        assert spec_from_uri(spec.uri) == spec
+    odd = GemmSpec("fp16", out_dtype="fp32", residual_dtype="bf16", b_layout="kn", pdl=False,
+                   epilogue="row_scale+col_scale+bias+gelu_tanh+residual",
+                   config=TileConfig((128, 64, 64), (2, 2, 1), "pingpong", epilogue_tile=(64, 32)))
+    assert GemmSpec.from_uri(odd.uri) == odd
+
+
+@pytest.mark.parametrize("uri, fragment", [
+    ("gemm_nonsense", "not a GEMM kernel URI"),
+    ("attention_sm90a_x", "no kernel family"),
+])
+def test_bad_uris_raise(uri, fragment):
+    from fused_gemm.generator import spec_from_uri
+    with pytest.raises(SpecError, match=fragment):
+        spec_from_uri(uri)

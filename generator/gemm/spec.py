@@ -1,40 +1,48 @@
-"""The spec model: a frozen, hashable description of one fused GEMM kernel.
+"""The GEMM family's spec: a frozen, hashable description of one fused GEMM kernel.
 
 A ``GemmSpec`` names everything that changes the generated source; nothing that varies per
-call (pointers, sizes, alpha/beta, split count) lives here.  Its ``uri`` names every parameter,
-so a cache folder or a log line says exactly which kernel it is about.
+call (pointers, sizes, alpha/beta, split count) lives here.  Its ``uri`` names every parameter
+and ``GemmSpec.from_uri`` reads it back, so a cache folder, a log line or an error message says
+exactly which kernel it is about, and `fused-gemm build --uri ...` rebuilds it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-# name -> (CUTLASS element type, bytes, torch dtype name)
+from ..errors import SpecError
+
+# name -> (CUTLASS element type, bits)
 DTYPES = {
-    "bf16": ("cutlass::bfloat16_t", 2, "bfloat16"),
-    "fp16": ("cutlass::half_t", 2, "float16"),
-    "fp32": ("float", 4, "float32"),
+    "bf16": ("cutlass::bfloat16_t", 16),
+    "fp16": ("cutlass::half_t", 16),
+    "fp32": ("float", 32),
+    "e4m3": ("cutlass::float_e4m3_t", 8),
+    "e5m2": ("cutlass::float_e5m2_t", 8),
+    "s4": ("cutlass::int4b_t", 4),
+    "u4": ("cutlass::uint4b_t", 4),
 }
 _DTYPE_ALIASES = {
     "bfloat16": "bf16", "bf16": "bf16",
     "float16": "fp16", "half": "fp16", "fp16": "fp16",
     "float32": "fp32", "float": "fp32", "fp32": "fp32",
+    "float8_e4m3fn": "e4m3", "e4m3": "e4m3", "float8_e5m2": "e5m2", "e5m2": "e5m2",
+    "int4": "s4", "s4": "s4", "uint4": "u4", "u4": "u4",
 }
-OPERAND_DTYPES = ("bf16", "fp16")          # A and B (tensor-core inputs)
+# (A, B) operand pairs with a mainloop today.  The spec keeps A and B apart so that fp8 (e4m3 x e4m3)
+# and int4 weights (bf16 x s4/u4, dequantised in the mainloop) slot in as new pairs, not a rewrite.
+OPERAND_PAIRS = (("bf16", "bf16"), ("fp16", "fp16"))
 OUTPUT_DTYPES = ("bf16", "fp16", "fp32")   # C (residual) and D
 ARCHES = ("sm90a",)                        # sm80 and sm100 get their own templates later
 PLANNED_ARCHES = ("sm80", "sm100a")
 B_LAYOUTS = ("nk", "kn")                   # nn.Linear weight [N,K], or [K,N]
-SCHEDULES = ("cooperative", "pingpong", "warpspecialized", "auto")
-TILE_SCHEDULERS = ("persistent", "stream_k")
+SCHEDULES = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}
+TILE_SCHEDULERS = {"persistent": "persist", "stream_k": "streamk"}
 
 # Order of the pipeline the recipe describes: D = act(alpha*row*col*acc + bias) + beta*C.
 ACTIVATIONS = ("identity", "relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 _STAGES = ("row_scale", "col_scale", "bias", "activation", "residual")
-
-
-class SpecError(ValueError):
-    """A spec, or a string meant to become one, is not valid."""
 
 
 def canonical_dtype(name) -> str:
@@ -99,6 +107,10 @@ class Epilogue:
         return self.name
 
 
+def _triple(text: str) -> Tuple[int, ...]:
+    return tuple(int(v) for v in text.split("x"))
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """How the work is cut up: CTA tile, cluster, kernel schedule, tile scheduler, swap-AB.
@@ -116,17 +128,17 @@ class TileConfig:
     def __post_init__(self):
         object.__setattr__(self, "tile", tuple(int(v) for v in self.tile))
         object.__setattr__(self, "cluster", tuple(int(v) for v in self.cluster))
+        if len(self.tile) != 3 or len(self.cluster) != 3:
+            raise SpecError("tile and cluster are (M, N, K) triples")
         if self.epilogue_tile is not None:
             et = tuple(int(v) for v in self.epilogue_tile)
             object.__setattr__(self, "epilogue_tile", et)
             if len(et) != 2 or self.tile[0] % et[0] or self.tile[1] % et[1] or et[1] % 8:
                 raise SpecError(f"epilogue_tile {et} must divide the tile's (M, N) {self.tile[:2]}")
-        if len(self.tile) != 3 or len(self.cluster) != 3:
-            raise SpecError("tile and cluster are (M, N, K) triples")
         if self.schedule not in SCHEDULES:
-            raise SpecError(f"schedule {self.schedule!r} is not one of {SCHEDULES}")
+            raise SpecError(f"schedule {self.schedule!r} is not one of {tuple(SCHEDULES)}")
         if self.scheduler not in TILE_SCHEDULERS:
-            raise SpecError(f"scheduler {self.scheduler!r} is not one of {TILE_SCHEDULERS}")
+            raise SpecError(f"scheduler {self.scheduler!r} is not one of {tuple(TILE_SCHEDULERS)}")
         tm, tn, tk = self.tile
         if tm not in (64, 128, 256):
             raise SpecError(f"tile M {tm} must be 64, 128 or 256 (wgmma is 64 rows per warpgroup)")
@@ -145,10 +157,9 @@ class TileConfig:
     def name(self) -> str:
         t = "x".join(map(str, self.tile))
         c = "x".join(map(str, self.cluster))
-        sched = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}[self.schedule]
-        tsch = {"persistent": "persist", "stream_k": "streamk"}[self.scheduler]
         epi = "_e" + "x".join(map(str, self.epilogue_tile)) if self.epilogue_tile else ""
-        return f"t{t}_c{c}_{sched}_{tsch}{epi}" + ("_swapab" if self.swap_ab else "")
+        return (f"t{t}_c{c}_{SCHEDULES[self.schedule]}_{TILE_SCHEDULERS[self.scheduler]}{epi}"
+                + ("_swapab" if self.swap_ab else ""))
 
 
 @dataclass(frozen=True)
@@ -156,46 +167,81 @@ class GemmSpec:
     """One kernel: D[M,N] = epilogue(A[M,K] @ B^T) with fp32 accumulation.
 
     A is row-major activations [M,K]; B is an nn.Linear weight [N,K] ('nk') or [K,N] ('kn');
-    C (residual) and D are row-major [M,N].
+    C (residual) and D are row-major [M,N].  ``pdl`` compiles in grid-dependency control, which
+    a launch with programmatic dependent launch needs (a library without it refuses such launches).
     """
-    dtype: str = "bf16"                      # A and B
-    out_dtype: Optional[str] = None          # D; default: dtype
+    family = "gemm"                          # class attribute: the registry entry this spec belongs to
+
+    a_dtype: str = "bf16"                    # activations
+    b_dtype: Optional[str] = None            # weight; default: a_dtype
+    out_dtype: Optional[str] = None          # D; default: a_dtype
     residual_dtype: Optional[str] = None     # C; default: out_dtype
-    bias_dtype: Optional[str] = None         # bias vector; default: dtype
+    bias_dtype: Optional[str] = None         # bias vector; default: a_dtype (out_dtype for 8/4-bit A)
     b_layout: str = "nk"
     epilogue: Epilogue = field(default_factory=Epilogue)
     config: TileConfig = field(default_factory=TileConfig)
+    pdl: bool = True
     arch: str = "sm90a"
 
     def __post_init__(self):
-        dt = canonical_dtype(self.dtype)
-        object.__setattr__(self, "dtype", dt)
-        out = canonical_dtype(self.out_dtype or dt)
+        a = canonical_dtype(self.a_dtype)
+        b = canonical_dtype(self.b_dtype or a)
+        out = canonical_dtype(self.out_dtype or a)
+        object.__setattr__(self, "a_dtype", a)
+        object.__setattr__(self, "b_dtype", b)
         object.__setattr__(self, "out_dtype", out)
         object.__setattr__(self, "residual_dtype", canonical_dtype(self.residual_dtype or out))
-        object.__setattr__(self, "bias_dtype", canonical_dtype(self.bias_dtype or dt))
+        wide_a = DTYPES[a][1] == 16
+        object.__setattr__(self, "bias_dtype", canonical_dtype(self.bias_dtype or (a if wide_a else out)))
         if isinstance(self.epilogue, str):
             object.__setattr__(self, "epilogue", Epilogue.parse(self.epilogue))
         if self.arch not in ARCHES:
             extra = " (planned)" if self.arch in PLANNED_ARCHES else ""
             raise SpecError(f"arch {self.arch!r}{extra} is not supported yet; supported: {ARCHES}")
-        if dt not in OPERAND_DTYPES:
-            raise SpecError(f"dtype {dt!r}: A and B must be one of {OPERAND_DTYPES}")
-        if out not in OUTPUT_DTYPES or self.residual_dtype not in OUTPUT_DTYPES:
-            raise SpecError(f"out_dtype/residual_dtype must be one of {OUTPUT_DTYPES}")
+        if (a, b) not in OPERAND_PAIRS:
+            raise SpecError(f"operand dtypes A={a}, B={b} have no mainloop yet; supported (A, B): {OPERAND_PAIRS}")
+        for name in ("out_dtype", "residual_dtype", "bias_dtype"):
+            if getattr(self, name) not in OUTPUT_DTYPES:
+                raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
         if self.b_layout not in B_LAYOUTS:
             raise SpecError(f"b_layout {self.b_layout!r} is not one of {B_LAYOUTS}")
 
     @property
     def uri(self) -> str:
-        """A file-name-safe name that spells out every parameter of the spec."""
-        dts = f"{self.dtype}_{self.out_dtype}"
+        """A file-name-safe name that spells out every parameter; ``from_uri`` reads it back."""
+        dts = f"a-{self.a_dtype}_b-{self.b_dtype}_d-{self.out_dtype}"
         if self.epilogue.residual:
-            dts += f"_c{self.residual_dtype}"
+            dts += f"_c-{self.residual_dtype}"
         if self.epilogue.bias:
-            dts += f"_bias{self.bias_dtype}"
+            dts += f"_bias-{self.bias_dtype}"
         ep = self.epilogue.name.replace("+", "-")
-        return f"gemm_{self.arch}_{dts}_b{self.b_layout}_{self.config.name}_ep-{ep}"
+        pdl = "" if self.pdl else "_nopdl"
+        return f"gemm_{self.arch}_{dts}_w-{self.b_layout}_{self.config.name}{pdl}_ep-{ep}"
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "GemmSpec":
+        m = _URI.match(uri)
+        if not m:
+            raise SpecError(f"{uri!r} is not a GEMM kernel URI (like {cls().uri!r})")
+        g = m.groupdict()
+        config = TileConfig(
+            _triple(g["tile"]), _triple(g["cluster"]),
+            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
+            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]],
+            swap_ab=bool(g["swap"]), epilogue_tile=_triple(g["etile"]) if g["etile"] else None)
+        spec = cls(g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
+                   config, pdl=not g["nopdl"], arch=g["arch"])
+        if spec.uri != uri:
+            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
+        return spec
 
     def with_config(self, config: TileConfig) -> "GemmSpec":
         return replace(self, config=config)
+
+
+_DT = r"[a-z0-9]+"
+_URI = re.compile(
+    rf"^gemm_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_b-(?P<b>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
+    rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn)_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
+    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")

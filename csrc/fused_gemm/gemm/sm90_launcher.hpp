@@ -20,23 +20,14 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
-#include "fused_gemm/abi.h"
-#include "fused_gemm/driver_entry.hpp"
-#include "fused_gemm/sm90_stream_k.hpp"
+#include "fused_gemm/common/driver_entry.hpp"
+#include "fused_gemm/common/params_cache.hpp"
+#include "fused_gemm/common/status.h"
+#include "fused_gemm/gemm/sm90_stream_k.hpp"
 
 namespace fused_gemm {
 
-using Problem = FgProblem;
-
-inline std::string &last_error() {
-  static thread_local std::string message;
-  return message;
-}
-
-inline int fail(int code, std::string message) {
-  last_error() = std::move(message);
-  return code;
-}
+using Problem = FgGemmProblem;  // generated from generator/gemm/abi.py into the translation unit
 
 // A packed rank-2 stride with one unit mode and one dynamic leading dimension, batch stride 0.
 template <class Stride>
@@ -49,8 +40,6 @@ Stride leading_dim_stride(int64_t ld) {
   }
   return s;
 }
-
-constexpr int kMaxDevices = 64;
 
 // Multiprocessor counts never change; the persistent schedulers need one per launch.
 inline int sm_count(int device) {
@@ -126,15 +115,33 @@ struct Sm90Launcher {
     return FG_OK;
   }
 
-  static size_t workspace_size(Problem const &p) {
-    if (check_device(p)) return 0;
-    return Gemm::get_workspace_size(arguments(p, p.device));
+  static int workspace_size(Problem const &p, size_t *bytes) {
+    if (int rc = check_device(p)) return rc;
+    *bytes = Gemm::get_workspace_size(arguments(p, p.device));
+    return FG_OK;
   }
 
-  // Raise the dynamic shared-memory limit once per device, not once per launch.
+  // Once per device, before the first launch (and never inside a CUDA-graph capture): load the
+  // kernel's module (lazy loading would do it at the first launch) and raise its dynamic
+  // shared-memory limit.  The Python runtime calls this through fg_prepare.
   static int prepare_device(int device) {
     static std::atomic<bool> prepared[kMaxDevices] = {};
+    if (device < 0 || device >= kMaxDevices) {
+      return fail(FG_ERR_INVALID, "device ordinal " + std::to_string(device) + " out of range");
+    }
     if (prepared[device].load(std::memory_order_acquire)) return FG_OK;
+    int current = -1;
+    cudaGetDevice(&current);
+    if (current != device) {
+      return fail(FG_ERR_INVALID, "prepare: device " + std::to_string(device) + " is not the current device (" +
+                                      std::to_string(current) + ")");
+    }
+    cudaFuncAttributes attributes;
+    cudaError_t loaded = cudaFuncGetAttributes(&attributes, cutlass::device_kernel<GemmKernel>);
+    if (loaded != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FG_ERR_CUDA, std::string("loading the kernel: ") + cudaGetErrorString(loaded));
+    }
     int smem = GemmKernel::SharedStorageSize;
     if (smem >= (48 << 10)) {
       cudaError_t err = cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>,
@@ -148,34 +155,23 @@ struct Sm90Launcher {
     return FG_OK;
   }
 
-  // Params of the last few launches on this thread, keyed by every FgProblem byte before
-  // `stream`.  A decode loop repeats the same pointers and shapes (the caching allocator hands the
-  // same buffers back), so a hit skips can_implement and the TMA descriptor encoding.
-  struct CachedParams {
-    FgProblem key;
+  // Prepared Params per problem, per thread, keyed by every FgGemmProblem byte before `stream`.
+  // A decode loop repeats the same pointers and shapes (the caching allocator hands the same
+  // buffers back), so a hit skips can_implement and the TMA descriptor encoding.
+  struct Prepared {
     typename GemmKernel::Params params;
-    size_t workspace_bytes;
-    bool valid;
+    size_t workspace_bytes = 0;
   };
-  static constexpr int kCacheEntries = 4;
-  static constexpr size_t kKeyBytes = offsetof(FgProblem, stream);
-
-  static CachedParams *lookup(Problem const &p) {
-    static thread_local CachedParams cache[kCacheEntries] = {};
-    static thread_local int next = 0;
-    for (CachedParams &entry : cache) {
-      if (entry.valid && std::memcmp(&entry.key, &p, kKeyBytes) == 0) return &entry;
-    }
-    CachedParams *slot = &cache[next];
-    next = (next + 1) % kCacheEntries;
-    slot->valid = false;
-    return slot;
-  }
+  using Cache = ParamsCache<Problem, offsetof(Problem, stream), Prepared>;
 
   // The launch path: no device query, no allocation, no sync.  A cache miss runs CUTLASS's own
   // checks (host arithmetic) after Python has validated every argument.
   static int run(Problem const &p) {
-    CachedParams *entry = lookup(p);
+    if (p.pdl && !(kFeatures & FG_FEATURE_PDL)) {
+      return fail(FG_ERR_INVALID, "launch with pdl=True, but this library was built without grid-dependency "
+                                  "control (GemmSpec(pdl=False)); launch without PDL or use a pdl=True build");
+    }
+    auto *entry = Cache::for_this_thread().find(p);
     if (!entry->valid) {
       if (int rc = check_device(p)) return rc;
       if (int rc = prepare_device(p.device)) return rc;
@@ -189,10 +185,9 @@ struct Sm90Launcher {
         return fail(FG_ERR_INVALID, "workspace too small: need " + std::to_string(needed) + " bytes, got " +
                                         std::to_string(p.workspace_bytes));
       }
-      entry->params = GemmKernel::to_underlying_arguments(args, p.workspace);
-      entry->workspace_bytes = needed;
-      std::memcpy(&entry->key, &p, kKeyBytes);
-      entry->valid = true;
+      entry->value.params = GemmKernel::to_underlying_arguments(args, p.workspace);
+      entry->value.workspace_bytes = needed;
+      Cache::store_key(entry, p);
       if (needed) {  // stream-K clears its tile barriers before every launch (a memset on the stream)
         status = GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
         if (status != cutlass::Status::kSuccess) {
@@ -200,7 +195,7 @@ struct Sm90Launcher {
           return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
         }
       }
-    } else if (entry->workspace_bytes) {
+    } else if (entry->value.workspace_bytes) {
       Arguments args = arguments(p, p.device);
       cutlass::Status status =
           GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
@@ -209,7 +204,7 @@ struct Sm90Launcher {
       }
     }
     cutlass::Status status =
-        Gemm::run(entry->params, static_cast<cudaStream_t>(p.stream), nullptr, /*launch_with_pdl=*/p.pdl != 0);
+        Gemm::run(entry->value.params, static_cast<cudaStream_t>(p.stream), nullptr, /*launch_with_pdl=*/p.pdl != 0);
     if (status != cutlass::Status::kSuccess) {
       entry->valid = false;
       cudaError_t err = cudaGetLastError();

@@ -8,14 +8,15 @@ launch so that the prologue overlaps the previous kernel.  Larger M uses a persi
 kernel, 128x128 tiles in 1x2 clusters: while one consumer warpgroup runs its fused epilogue the
 other keeps the tensor cores busy, which the cooperative 128x256 kernel cannot do (it came out 3-6%
 slower with bias+gelu).  Measured on H200 with perf/sweep.py (README.md has numbers).
+Plain data with no torch, so presets and the CLI read the same table the runtime does.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
-from .generator import TileConfig
-from .runtime import LaunchOptions
+from .launch import LaunchOptions
+from .spec import TileConfig
 
 
 @dataclass(frozen=True)

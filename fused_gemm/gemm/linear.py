@@ -1,0 +1,195 @@
+"""``fused_gemm.linear``: picks a GEMM kernel per call shape, and the GEMM family's torch ops.
+
+torch.library ops (each with a fake kernel, so torch.compile(fullgraph=True) and export see one
+op per call):
+    fused_gemm::linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale,
+                       out_dtype) -> Tensor
+    fused_gemm::linear_out(..., Tensor(a!) out) -> ()        # out=..., in-place residual included
+    fused_gemm::gemm(uri, launch, x, weight, ...) -> Tensor     # a compiled GemmOp, by kernel URI
+    fused_gemm::gemm_out(uri, launch, ..., Tensor(a!) out) -> ()
+A plain eager call skips the dispatcher and runs the same implementation directly.
+"""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from .. import checks, jit
+from ..generator import Epilogue, GemmSpec, LaunchOptions, SpecError
+from ..generator.gemm import heuristics
+from ..generator.gemm.launch import DECOMPOSITION, RASTER, REDUCTION
+from ..generator.gemm.spec import ACTIVATIONS
+from ..torch_ops import define, eager_direct
+from .op import TORCH_DTYPES, GemmOp
+
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_selection: Dict[Tuple, Tuple[GemmOp, LaunchOptions]] = {}
+_selection_lock = threading.Lock()
+
+
+def _dtype_name(name: str, dtype: Optional[torch.dtype]) -> Optional[str]:
+    if dtype is None:
+        return None
+    if dtype not in _DTYPE_NAMES:
+        raise TypeError(f"{name} has dtype {dtype}; supported: bfloat16, float16 (float32 for the output)")
+    return _DTYPE_NAMES[dtype]
+
+
+def _dtype_of(name: str, t) -> Optional[torch.dtype]:
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return t.dtype
+
+
+def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: int) -> Tuple[GemmOp, LaunchOptions]:
+    """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
+    row = heuristics.row_index("sm90a", m)
+    key = (x.dtype, activation, _dtype_of("bias", bias), _dtype_of("residual", residual), row_scale is None,
+           col_scale is None, out_dtype, row)
+    hit = _selection.get(key)
+    if hit is None:
+        act = "identity" if activation in (None, "none") else activation
+        if act not in ACTIVATIONS:
+            raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
+        try:
+            epilogue = Epilogue(row_scale=row_scale is not None, col_scale=col_scale is not None,
+                                bias=bias is not None, activation=act, residual=residual is not None)
+            rule = heuristics.RULES["sm90a"][row]
+            spec = GemmSpec(_dtype_name("x", x.dtype), out_dtype=_dtype_name("out", out_dtype),
+                            residual_dtype=_dtype_name("residual", key[3]),
+                            bias_dtype=_dtype_name("bias", key[2]), epilogue=epilogue, config=rule.config)
+        except SpecError as exc:
+            raise TypeError(str(exc)) from None
+        hit = (jit.compile(spec), rule.launch)
+        with _selection_lock:
+            _selection[key] = hit
+    return hit
+
+
+def _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out):
+    """The implementation every route ends in: checks x, picks the kernel, runs it."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dim ([..., K])")
+    if x.get_device() < 0:
+        raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+    if x.dtype is not torch.bfloat16 and x.dtype is not torch.float16:
+        raise TypeError(f"x has dtype {x.dtype}; fused_gemm.linear takes bfloat16 or float16 activations")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out_dtype is not None and out_dtype is not out.dtype:
+            raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
+        out_dtype = out.dtype
+    elif out_dtype is None:
+        out_dtype = x.dtype
+    k = x.shape[-1]
+    m = x.numel() // k if k else x.shape[:-1].numel()
+    op, launch = select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m)
+    return op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, None, out, launch)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           activation: Optional[str] = None, residual: Optional[torch.Tensor] = None, *, alpha: float = 1.0,
+           beta: float = 1.0, row_scale: Optional[torch.Tensor] = None, col_scale: Optional[torch.Tensor] = None,
+           out_dtype: Optional[torch.dtype] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``activation(alpha * row_scale * col_scale * (x @ weight.T) + bias) + beta * residual``, one kernel.
+
+    x: [..., K] bf16/fp16; weight: [N, K] (an nn.Linear weight); bias: [N]; residual: [..., N]
+    (may be ``out`` for an in-place residual add); out_dtype (or out.dtype): bf16/fp16/fp32,
+    default x.dtype.  The kernel is chosen by M (= x.numel() // K) from the table in
+    ``fused_gemm.generator.gemm.heuristics``, built on first use and cached on disk.
+    """
+    if eager_direct(x):
+        return _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out)
+    checks.refuse_grad("linear", x, weight, bias, residual, row_scale, col_scale)
+    alpha, beta = float(alpha), float(beta)
+    if out is None:
+        return torch.ops.fused_gemm.linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale,
+                                           out_dtype)
+    torch.ops.fused_gemm.linear_out(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out)
+    return out
+
+
+def dispatch_gemm(op: GemmOp, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out_dtype, out, launch):
+    """A GemmOp call through torch.ops (traced, exported, or on tensor subclasses)."""
+    checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
+    abi = list((launch or LaunchOptions()).abi)
+    alpha, beta = float(alpha), float(beta)
+    if out is None:
+        return torch.ops.fused_gemm.gemm(op.spec.uri, abi, x, weight, bias, residual, alpha, beta, row_scale,
+                                         col_scale, out_dtype)
+    torch.ops.fused_gemm.gemm_out(op.spec.uri, abi, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out)
+    return out
+
+
+# -- the torch.library registrations -----------------------------------------------------------
+_ARGS = ("Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual, float alpha, float beta, "
+         "Tensor? row_scale, Tensor? col_scale")
+_GEMM_ARGS = ("str uri, int[] launch, Tensor x, Tensor weight, Tensor? bias, Tensor? residual, float alpha, "
+              "float beta, Tensor? row_scale, Tensor? col_scale")
+_RASTER_NAMES = {v: k for k, v in RASTER.items()}
+_DECOMPOSITION_NAMES = {v: k for k, v in DECOMPOSITION.items()}
+_REDUCTION_NAMES = {v: k for k, v in REDUCTION.items()}
+
+
+def _launch_from_abi(abi) -> LaunchOptions:
+    splits, swizzle, raster, decomposition, reduction, pdl = abi
+    return LaunchOptions(splits, swizzle, _RASTER_NAMES[raster], _DECOMPOSITION_NAMES[decomposition],
+                         _REDUCTION_NAMES[reduction], bool(pdl))
+
+
+def _fake_output(x, weight, out_dtype, nk: bool = True):
+    if weight.dim() != 2 or x.dim() == 0:
+        raise ValueError(f"x {tuple(x.shape)} and weight {tuple(weight.shape)}: expected [..., K] and a 2-D weight")
+    n = weight.shape[0] if nk else weight.shape[1]
+    return x.new_empty((*x.shape[:-1], n), dtype=out_dtype or x.dtype)
+
+
+def _linear_impl(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype):
+    return _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, None)
+
+
+def _linear_fake(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype):
+    return _fake_output(x, weight, out_dtype)
+
+
+def _linear_out_impl(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out) -> None:
+    _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, None, out)
+
+
+@lru_cache(maxsize=None)
+def _spec_of(uri: str) -> GemmSpec:
+    return GemmSpec.from_uri(uri)
+
+
+def _gemm_impl(uri, launch, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out_dtype):
+    op = jit.compile(_spec_of(uri))
+    return op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, out_dtype, None,
+                  _launch_from_abi(launch))
+
+
+def _gemm_fake(uri, launch, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out_dtype):
+    spec = _spec_of(uri)
+    return _fake_output(x, weight, out_dtype or TORCH_DTYPES[spec.out_dtype], nk=spec.b_layout == "nk")
+
+
+def _gemm_out_impl(uri, launch, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out) -> None:
+    op = jit.compile(_spec_of(uri))
+    op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, None, out, _launch_from_abi(launch))
+
+
+def _no_output(*args) -> None:
+    return None
+
+
+define("linear", f"({_ARGS}, ScalarType? out_dtype) -> Tensor", _linear_impl, _linear_fake)
+define("linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, _no_output)
+define("gemm", f"({_GEMM_ARGS}, ScalarType? out_dtype) -> Tensor", _gemm_impl, _gemm_fake)
+define("gemm_out", f"({_GEMM_ARGS}, Tensor(a!) out) -> ()", _gemm_out_impl, _no_output)

@@ -1,0 +1,230 @@
+"""GemmOp: one compiled fused GEMM, called on torch tensors.
+
+One validation path: every call runs the same checks, in an order that costs a few attribute
+reads when the arguments are fine and raises TypeError/ValueError naming the argument when one is
+not, before any launch.  The launch path does no sync and no host work that grows with the data,
+so it can be captured in a CUDA graph; stream-K workspace comes from torch's caching allocator
+on the caller's stream (inside a capture, from the graph's own pool, which the graph keeps).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+import torch.nn.functional as F
+
+from .. import checks
+from ..errors import FusedGemmError
+from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
+from ..generator.gemm.abi import PROBLEM
+from ..library import STATUS_NAMES, KernelLibrary
+from ..torch_ops import eager_direct
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+ARCH_CAPABILITY = {"sm90a": (9, 0)}
+# Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.
+TORCH_ACTIVATIONS = {
+    "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
+}
+# The order GemmOp packs its fields in; tests/test_abi.py checks it against the ABI table.
+PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bias", "row_scale", "col_scale",
+              "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
+              "reserved", "workspace", "workspace_bytes", "stream")
+
+try:  # the raw-stream getter skips building a torch.cuda.Stream object on every call
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover - older/newer torch
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+try:  # skips torch.cuda.current_device()'s lazy-init check on every call
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover
+    _current_device = torch.cuda.current_device
+
+_is_capturing = torch.cuda.is_current_stream_capturing
+
+
+class GemmOp:
+    """A compiled fused GEMM: ``op(x, weight, bias, activation, residual, *, alpha, beta, row_scale,
+    col_scale, out_dtype, out, launch)`` returns D (the same arguments, in the same order, as
+    ``fused_gemm.linear``; ``activation``, if given, must be the spec's).
+
+    x: [..., K] activations; weight: [N, K] (spec.b_layout 'nk', nn.Linear) or [K, N] ('kn');
+    bias/col_scale: [N]; row_scale: [M] (M = x.numel() // K); residual: [..., N] (may be ``out``).
+    """
+
+    def __init__(self, spec: GemmSpec, library: KernelLibrary):
+        assert library.packer.format == PROBLEM.format
+        self.spec = spec
+        self.library = library
+        ep = spec.epilogue
+        self._dtype = TORCH_DTYPES[spec.a_dtype]
+        self._out_dtype = TORCH_DTYPES[spec.out_dtype]
+        self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
+        self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
+        self._absent = (not ep.bias, not ep.residual, not ep.row_scale, not ep.col_scale)
+        self._nk = spec.b_layout == "nk"
+        self._stream_k = spec.config.scheduler == "stream_k"
+        self._ws_sizes: Dict[tuple, int] = {}
+        self._ready: set = set()          # device ordinals checked and prepared
+        self._fg_run = library._fg_run
+        self._pack = library.packer.pack_into
+        self._thread_buffer = library.thread_buffer
+
+    def __repr__(self) -> str:
+        return f"GemmOp({self.spec.uri})"
+
+    # -- first use on a device ------------------------------------------------------------------
+    def prepare(self, device: int) -> None:
+        """Loads the kernel on ``device`` and sets its attributes: outside any graph capture."""
+        want = ARCH_CAPABILITY[self.spec.arch]
+        have = torch.cuda.get_device_capability(device)
+        if have != want:
+            raise ValueError(f"cuda:{device} is a {torch.cuda.get_device_name(device)} (sm_{have[0]}{have[1]}), "
+                             f"but this kernel is built for {self.spec.arch}")
+        with torch.cuda.device(device):
+            self.library.prepare(device)
+        self._ready.add(device)
+
+    def _first_use(self, x: torch.Tensor, dev: int) -> None:
+        if dev < 0:
+            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+        if _is_capturing():
+            from ..jit import not_ready
+            raise not_ready(self.spec, f"its first call on cuda:{dev} is inside a CUDA-graph capture, where it "
+                                       "cannot be loaded")
+        self.prepare(dev)
+
+    def _check_presence(self, **given) -> None:
+        ep = self.spec.epilogue
+        for name, value in given.items():
+            uses = getattr(ep, name)
+            if uses and value is None:
+                raise ValueError(f"{name} is required: this kernel's epilogue is {ep.name!r}")
+            if not uses and value is not None:
+                raise ValueError(f"{name} was given, but this kernel's epilogue ({ep.name!r}) has no {name} step")
+
+    # -- calls ----------------------------------------------------------------------------------
+    def __call__(self, x, weight, bias=None, activation: Optional[str] = None, residual=None, *, alpha=1.0,
+                 beta=1.0, row_scale=None, col_scale=None, out_dtype: Optional[torch.dtype] = None,
+                 out: Optional[torch.Tensor] = None, launch: Optional[LaunchOptions] = None) -> torch.Tensor:
+        if activation is not None and activation != self.spec.epilogue.activation and \
+                not (activation == "none" and self.spec.epilogue.activation == "identity"):
+            raise ValueError(f"activation {activation!r} does not match this kernel's epilogue "
+                             f"{self.spec.epilogue.name!r}")
+        if eager_direct(x):
+            return self.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, out_dtype, out, launch)
+        from .linear import dispatch_gemm   # torch.compile / export / tensor subclasses: one op in the graph
+        return dispatch_gemm(self, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out_dtype, out,
+                             launch)
+
+    def run(self, x, weight, bias, residual, row_scale, col_scale, alpha, beta, out_dtype, out, launch):
+        """Validate, then launch on x's device's current stream.  Returns ``out`` (allocated if None)."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        dt = self._dtype
+        if x.dtype is not dt:
+            raise TypeError(f"x has dtype {x.dtype}, but this kernel takes {dt}")
+        dev = x.get_device()
+        if dev not in self._ready:
+            self._first_use(x, dev)
+        if x.dim() == 0:
+            raise ValueError("x must have at least one dim ([..., K])")
+        checks.tensor("weight", weight, dt, dev)
+        if weight.dim() != 2:
+            raise ValueError(f"weight must be 2-D, got shape {tuple(weight.shape)}")
+        xs = x.shape
+        K = xs[-1]
+        N, Kw = weight.shape if self._nk else weight.shape[::-1]
+        if Kw != K:
+            raise ValueError(f"weight has shape {tuple(weight.shape)}, which does not match x's K={K} "
+                             f"({'[N, K]' if self._nk else '[K, N]'} expected)")
+        lead = xs[:-1]
+        M = x.numel() // K if K else lead.numel()
+        checks.dims_fit(M=M, N=N, K=K)
+        if (bias is None, residual is None, row_scale is None, col_scale is None) != self._absent:
+            self._check_presence(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+        if out_dtype is not None and out_dtype is not self._out_dtype:
+            raise TypeError(f"out_dtype {out_dtype} is not this kernel's output dtype {self._out_dtype}")
+        if launch is None:
+            launch = DEFAULT_LAUNCH
+        elif type(launch) is not LaunchOptions:
+            raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
+        if launch.pdl and not self.library.supports_pdl:
+            raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control "
+                             "(GemmSpec(pdl=False)); launch without PDL or use a pdl=True build")
+        alpha = checks.scalar("alpha", alpha)
+        beta = checks.scalar("beta", beta)
+        out_shape = (*lead, N)
+        given_out = out is not None
+        if given_out:
+            checks.tensor("out", out, self._out_dtype, dev)
+            checks.shape("out", out, out_shape)
+        else:
+            out = torch.empty(out_shape, dtype=self._out_dtype, device=x.device)
+        checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
+        if residual is not None:
+            checks.tensor("residual", residual, self._res_dtype, dev)
+            checks.shape("residual", residual, out_shape)
+        bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev) if bias is not None else 0
+        row_ptr = checks.vector("row_scale", row_scale, M, torch.float32, dev) if row_scale is not None else 0
+        col_ptr = checks.vector("col_scale", col_scale, N, torch.float32, dev) if col_scale is not None else 0
+        if given_out:
+            for name, t in (("x", x), ("weight", weight), ("bias", bias), ("row_scale", row_scale),
+                            ("col_scale", col_scale)):
+                if t is not None and checks.overlaps(out, t):
+                    raise ValueError(f"out overlaps {name}: the kernel would read what it writes")
+            if residual is not None and checks.overlaps(out, residual) and not checks.same_view(out, residual):
+                raise ValueError("residual overlaps out without being exactly out (an in-place residual is "
+                                 "out=residual, the same tensor)")
+        if M == 0 or N == 0:
+            return out
+        if K == 0:   # F.linear's convention: an empty sum is zero, then the epilogue
+            return self._empty_sum(out, M, N, bias, residual, row_scale, col_scale, alpha, beta)
+        x2 = checks.flat2d("x", x, K)
+        lda = checks.row_major("x", x2, M, K)
+        ldb = checks.row_major("weight", weight, *((N, K) if self._nk else (K, N)))
+        d2 = checks.flat2d("out", out, N)
+        ldd = checks.row_major("out", d2, M, N)
+        c_ptr = ldc = 0
+        if residual is not None:
+            c2 = checks.flat2d("residual", residual, N)
+            ldc = checks.row_major("residual", c2, M, N)
+            c_ptr = c2.data_ptr()
+        fields = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
+                  bias_ptr, row_ptr, col_ptr, alpha, beta)
+        if dev == _current_device():
+            self._launch(fields, launch, dev, x.device)
+        else:
+            with torch.cuda.device(dev):   # the library launches on the current device: make it x's
+                self._launch(fields, launch, dev, x.device)
+        return out
+
+    def _launch(self, fields, launch: LaunchOptions, dev: int, device: torch.device) -> None:
+        ws_ptr = ws_bytes = 0
+        if self._stream_k:
+            key = (fields[0], fields[1], fields[2], launch)
+            need = self._ws_sizes.get(key)
+            if need is None:
+                need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
+            if need:   # from the caching allocator, on this stream: stream-ordered, capture-safe
+                workspace = torch.empty(need, dtype=torch.uint8, device=device)
+                ws_ptr, ws_bytes = workspace.data_ptr(), need
+        buf, addr = self._thread_buffer()
+        self._pack(buf, 0, *fields, *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
+        rc = self._fg_run(addr)
+        if rc:
+            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
+                                 f"(M={fields[0]}, N={fields[1]}, K={fields[2]})")
+
+    def _empty_sum(self, out, M, N, bias, residual, row_scale, col_scale, alpha, beta):
+        acc = torch.zeros((M, N), dtype=torch.float32, device=out.device)
+        if bias is not None:
+            acc += bias.float()
+        acc = TORCH_ACTIVATIONS[self.spec.epilogue.activation](acc)
+        if residual is not None:
+            acc += beta * residual.reshape(M, N).float()
+        out.copy_(acc.view(out.shape))
+        return out

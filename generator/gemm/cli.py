@@ -1,0 +1,37 @@
+"""The GEMM family's command-line flags (`fused-gemm codegen/build --family gemm ...`)."""
+from __future__ import annotations
+
+import argparse
+
+from .spec import ACTIVATIONS, SCHEDULES, TILE_SCHEDULERS, GemmSpec, TileConfig
+
+
+def _triple(text: str):
+    try:
+        vals = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not like 128x256x64") from None
+    if len(vals) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not like 128x256x64")
+    return vals
+
+
+def add_arguments(g) -> None:
+    g.add_argument("--dtype", default="bf16", help="A (activation) dtype: bf16 or fp16")
+    g.add_argument("--b-dtype", help="B (weight) dtype (default: --dtype)")
+    g.add_argument("--out-dtype", help="D dtype: bf16, fp16 or fp32 (default: --dtype)")
+    g.add_argument("--epilogue", default="none",
+                   help=f"e.g. 'bias+gelu_tanh', 'bias+silu+residual'; activations: {', '.join(ACTIVATIONS)}")
+    g.add_argument("--b-layout", default="nk", choices=("nk", "kn"), help="weight [N,K] (nn.Linear) or [K,N]")
+    g.add_argument("--tile", type=_triple, default=(128, 256, 64))
+    g.add_argument("--cluster", type=_triple, default=(2, 1, 1))
+    g.add_argument("--schedule", default="cooperative", choices=tuple(SCHEDULES))
+    g.add_argument("--scheduler", default="persistent", choices=tuple(TILE_SCHEDULERS))
+    g.add_argument("--swap-ab", action="store_true")
+    g.add_argument("--no-pdl", action="store_true", help="build without grid-dependency control")
+
+
+def spec_from_args(args) -> GemmSpec:
+    cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, args.swap_ab)
+    return GemmSpec(args.dtype, args.b_dtype, out_dtype=args.out_dtype, b_layout=args.b_layout,
+                    epilogue=args.epilogue, config=cfg, pdl=not args.no_pdl)

@@ -1,0 +1,79 @@
+"""The GEMM family's template variables: operands after swap-AB, schedules, the epilogue tree."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict
+
+from .evt import build_tree
+from .spec import DTYPES, GemmSpec
+
+ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
+
+KERNEL_SCHEDULES = {
+    "cooperative": ("cutlass::gemm::KernelTmaWarpSpecializedCooperative",
+                    "cutlass::epilogue::TmaWarpSpecializedCooperative"),
+    "pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong",
+                 "cutlass::epilogue::TmaWarpSpecialized"),
+    "warpspecialized": ("cutlass::gemm::KernelTmaWarpSpecialized", "cutlass::epilogue::TmaWarpSpecialized"),
+    "auto": ("cutlass::gemm::collective::KernelScheduleAuto",
+             "cutlass::epilogue::collective::EpilogueScheduleAuto"),
+}
+TILE_SCHEDULERS = {
+    "persistent": "cutlass::gemm::PersistentScheduler",
+    "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
+}
+
+
+@dataclass(frozen=True)
+class KernelOperand:
+    element: str
+    layout: str
+
+
+def kernel_operands(spec: GemmSpec):
+    """(A, B, C/D layout) as the tensor cores see them, after swap-AB."""
+    el_a, el_b = DTYPES[spec.a_dtype][0], DTYPES[spec.b_dtype][0]
+    w_is_k_major = spec.b_layout == "nk"
+    if spec.config.swap_ab:
+        # A' = W as [N,K]; B' = X^T as [K,M] with K contiguous; D' = D^T, i.e. column-major.
+        return KernelOperand(el_b, ROW if w_is_k_major else COL), KernelOperand(el_a, COL), COL
+    return KernelOperand(el_a, ROW), KernelOperand(el_b, COL if w_is_k_major else ROW), ROW
+
+
+def formula(spec: GemmSpec) -> str:
+    ep = spec.epilogue
+    x = "acc"
+    if ep.col_scale:
+        x = f"col_scale[n] * {x}"
+    if ep.row_scale:
+        x = f"row_scale[m] * {x}"
+    x = f"alpha * {x}" + (" + bias[n]" if ep.bias else "")
+    if ep.activation != "identity":
+        x = f"{ep.activation}({x})"
+    if ep.residual:
+        x = f"{x} + beta * C[m,n]"
+    return x
+
+
+def template(spec: GemmSpec) -> str:
+    return f"gemm/gemm_{spec.arch[:4]}.cu.j2"
+
+
+def context(spec: GemmSpec) -> Dict[str, Any]:
+    a, b, layout_cd = kernel_operands(spec)
+    kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
+    return dict(
+        cfg=spec.config,
+        formula=formula(spec),
+        tree=build_tree(spec),
+        kernel_a=a,
+        kernel_b=b,
+        layout_cd=layout_cd,
+        element_c=DTYPES[spec.residual_dtype][0] if spec.epilogue.residual else "void",
+        element_d=DTYPES[spec.out_dtype][0],
+        kernel_schedule=kernel_schedule,
+        epilogue_schedule=epilogue_schedule,
+        tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
+        epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
+                       "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
+    )
