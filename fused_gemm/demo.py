@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .generator import build
-from .presets import linear_specs
+from .generator.gemm.presets import linear_specs
 
 
 def _time(fn, iters: int = 20) -> float:

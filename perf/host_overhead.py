@@ -1,21 +1,22 @@
 """Where the host time of one launch goes (decode is often CPU-bound; CUDA graphs hide this).
 
     python perf/host_overhead.py
-Times, per call, on a tiny problem so that the GPU never is the bottleneck: a no-op ctypes call,
-the packed C launch alone, GemmOp (validation + launch), fused_gemm.linear (+ kernel choice), and
-torch.mm / torch.empty for scale.
+Times, per call, on tiny problems so that the GPU never is the bottleneck: a no-op ctypes call,
+the packed C launch alone, GemmOp (validation + launch), fused_gemm.linear (+ kernel choice), the
+same through torch.ops (what a torch.compile'd graph calls), and torch.mm / F.linear for scale.
+The "32 weights" rows cycle through 32 distinct weights and outputs, as a decode step over a
+model's layers does: each one is a different problem for the C-side Params cache.
 """
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import fused_gemm  # noqa: E402
-from fused_gemm.runtime import _raw_stream  # noqa: E402
+import fused_gemm
+from fused_gemm.gemm.linear import select
+from fused_gemm.gemm.op import _raw_stream
 
 
 def per_call_us(fn, n: int = 5000) -> float:
@@ -32,29 +33,56 @@ def per_call_us(fn, n: int = 5000) -> float:
     return best
 
 
-def main() -> int:
-    x = torch.randn(1, 256, dtype=torch.bfloat16, device="cuda")
-    w = torch.randn(256, 256, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(256, dtype=torch.bfloat16, device="cuda")
-    out = torch.empty(1, 256, dtype=torch.bfloat16, device="cuda")
-    op, launch = fused_gemm.api._select(x, b, "gelu_tanh", None, None, None, out, 1)
+def rotation(calls):
+    state = {"i": 0}
+    n = len(calls)
+
+    def call():
+        i = state["i"]
+        state["i"] = (i + 1) % n
+        calls[i]()
+    return call
+
+
+def rows():
+    d = 256
+    x = torch.randn(1, d, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(d, d, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(d, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(1, d, dtype=torch.bfloat16, device="cuda")
+    op, launch = select(x, b, "gelu_tanh", None, None, None, torch.bfloat16, 1)
     lib = op.library
-    fields = (1, 256, 256, x.data_ptr(), 256, w.data_ptr(), 256, 0, 256, out.data_ptr(), 256, b.data_ptr(), 0, 0,
+    fields = (1, d, d, x.data_ptr(), d, w.data_ptr(), d, 0, d, out.data_ptr(), d, b.data_ptr(), 0, 0,
               1.0, 1.0, *launch.abi, 0, 0, 0, 0, _raw_stream(0))
-    rows = [
-        ("ctypes no-op call (fg_abi_version)", per_call_us(lib._lib.fg_abi_version)),
-        ("pack FgProblem only", per_call_us(lambda: lib._pack(fields))),
-        ("C launch: pack + fg_run", per_call_us(lambda: lib.run(*fields))),
-        ("GemmOp(x, w, b, out=out)", per_call_us(lambda: op(x, w, b, out=out, launch=launch))),
-        ("GemmOp(x, w, b) (allocates out)", per_call_us(lambda: op(x, w, b, launch=launch))),
-        ("fused_gemm.linear(x, w, b, 'gelu_tanh')", per_call_us(lambda: fused_gemm.linear(x, w, b, "gelu_tanh"))),
-        ("torch.mm(x, w.t())", per_call_us(lambda: torch.mm(x, w.t()))),
-        ("F.linear(x, w, b)", per_call_us(lambda: torch.nn.functional.linear(x, w, b))),
-        ("torch.empty(1, 256)", per_call_us(lambda: torch.empty(1, 256, dtype=torch.bfloat16, device="cuda"))),
-    ]
+    ws = [torch.randn(d, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    bs = [torch.randn(d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    outs = [torch.empty(1, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    mm_outs = [torch.empty(1, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    yield "ctypes no-op call (fg_abi_version)", per_call_us(lib._lib.fg_abi_version)
+    yield "pack FgGemmProblem only", per_call_us(lambda: lib._pack(fields))
+    yield "C launch: pack + fg_run", per_call_us(lambda: lib.run(*fields))
+    yield "GemmOp(x, w, b, out=out)", per_call_us(lambda: op(x, w, b, out=out, launch=launch))
+    yield "GemmOp(x, w, b) (allocates out)", per_call_us(lambda: op(x, w, b, launch=launch))
+    yield "fused_gemm.linear(x, w, b, 'gelu_tanh')", per_call_us(lambda: fused_gemm.linear(x, w, b, "gelu_tanh"))
+    yield "torch.ops.fused_gemm.linear (dispatcher)", per_call_us(
+        lambda: torch.ops.fused_gemm.linear(x, w, b, "gelu_tanh", None, 1.0, 1.0, None, None, None))
+    yield "torch.mm(x, w.t())", per_call_us(lambda: torch.mm(x, w.t()))
+    yield "F.linear(x, w, b)", per_call_us(lambda: torch.nn.functional.linear(x, w, b))
+    yield "torch.empty(1, 256)", per_call_us(lambda: torch.empty(1, d, dtype=torch.bfloat16, device="cuda"))
+    yield "32 weights: torch.mm(x, w_i.t(), out=o_i)", per_call_us(
+        rotation([lambda i=i: torch.mm(x, ws[i].t(), out=mm_outs[i]) for i in range(32)]))
+    yield "32 weights: torch.mm(x, w_i.t())", per_call_us(rotation([lambda i=i: torch.mm(x, ws[i].t())
+                                                                    for i in range(32)]))
+    yield "32 weights: fused_gemm.linear(x, w_i, b_i, 'gelu_tanh', out=o_i)", per_call_us(
+        rotation([lambda i=i: fused_gemm.linear(x, ws[i], bs[i], "gelu_tanh", out=outs[i]) for i in range(32)]))
+    yield "32 weights: fused_gemm.linear(x, w_i, b_i, 'gelu_tanh')", per_call_us(
+        rotation([lambda i=i: fused_gemm.linear(x, ws[i], bs[i], "gelu_tanh") for i in range(32)]))
+
+
+def main() -> int:
     print(f"host microseconds per call on {torch.cuda.get_device_name()} (min of 3 x 5000 calls)")
-    for name, us in rows:
-        print(f"  {name:<42}{us:7.2f} us")
+    for name, us in rows():
+        print(f"  {name:<66}{us:7.2f} us")
     return 0
 
 

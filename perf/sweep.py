@@ -1,4 +1,5 @@
-"""Times candidate tile configs for one epilogue on the bar shapes, to tune fused_gemm.heuristics.
+"""Times candidate tile configs for one epilogue on the bar shapes, to tune the heuristics table
+(fused_gemm/generator/gemm/heuristics.py, installed as fused_gemm.generator.gemm.heuristics).
 
     python perf/sweep.py --build-only      # compile every candidate here (no GPU needed)
     python perf/sweep.py [--json out.json] # on the GPU: time each candidate against torch.mm
@@ -10,10 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fused_gemm.generator import GemmSpec, TileConfig, build_many  # noqa: E402
 
-from fused_gemm.runtime import LaunchOptions as L  # noqa: E402
+from fused_gemm.generator import LaunchOptions as L  # noqa: E402
 
 EPILOGUE = "bias+gelu_tanh"
 PREFILL_SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096)]
@@ -50,8 +50,8 @@ def candidates():
 def time_candidates():
     import torch
     import fused_gemm
-    from perf.bench_linear import cublas, make_sets
-    from perf.timing import compare, in_graph
+    from bench_linear import cublas, make_sets
+    from timing import compare, in_graph
 
     rows = []
     tiny = torch.zeros(256, dtype=torch.int32, device="cuda")
