@@ -3,6 +3,7 @@ any launch, and costs a few attribute reads when the argument is fine (they run 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 
@@ -36,32 +37,36 @@ def flat2d(name: str, t: torch.Tensor, cols: int) -> torch.Tensor:
                          f"flattened to [-1, {cols}] without a copy; call .contiguous()") from None
 
 
-def row_major(name: str, t: torch.Tensor, rows: int, cols: int) -> int:
-    """A [rows, cols] matrix with unit column stride that TMA can read: returns its row stride."""
-    if cols > 1 and t.stride(1) != 1:
-        raise ValueError(f"{name} must be contiguous in its last dim (strides {t.stride()}); call .contiguous()")
-    ld = t.stride(0) if rows > 1 else cols
-    if (ld * t.element_size()) % ALIGN_BYTES:
+def row_major(name: str, t: torch.Tensor, rows: int, cols: int, itemsize: int):
+    """A [rows, cols] matrix with unit column stride that TMA can read: (row stride, data pointer)."""
+    stride = t.stride()
+    if cols > 1 and stride[1] != 1:
+        raise ValueError(f"{name} must be contiguous in its last dim (strides {stride}); call .contiguous()")
+    ld = stride[0] if rows > 1 else cols
+    if (ld * itemsize) % ALIGN_BYTES:
         raise ValueError(f"{name} row stride {ld} elements is not a multiple of {ALIGN_BYTES} bytes (TMA needs "
-                         f"it): the last dim must be a multiple of {ALIGN_BYTES // t.element_size()}")
+                         f"it): the last dim must be a multiple of {ALIGN_BYTES // itemsize}")
     if rows > 1 and ld < cols:
         raise ValueError(f"{name} rows overlap (row stride {ld} < {cols})")
-    if t.data_ptr() % ALIGN_BYTES:
+    ptr = t.data_ptr()
+    if ptr % ALIGN_BYTES:
         raise ValueError(f"{name} data pointer is not {ALIGN_BYTES}-byte aligned (TMA needs it); "
                          f"pass a fresh or .contiguous() tensor")
-    return ld
+    return ld, ptr
 
 
 def vector(name: str, t, length: int, dtype: torch.dtype, dev: int) -> int:
     """A contiguous, aligned [length] vector: returns its data pointer."""
     tensor(name, t, dtype, dev)
-    if t.shape != (length,):
-        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected ({length},)")
-    if length > 1 and t.stride(0) != 1:
+    shape = t.shape
+    if len(shape) != 1 or shape[0] != length:
+        raise ValueError(f"{name} has shape {tuple(shape)}, expected ({length},)")
+    if length > 1 and t.stride()[0] != 1:
         raise ValueError(f"{name} must be contiguous")
-    if t.data_ptr() % ALIGN_BYTES:
+    ptr = t.data_ptr()
+    if ptr % ALIGN_BYTES:
         raise ValueError(f"{name} data pointer is not {ALIGN_BYTES}-byte aligned; pass a fresh tensor")
-    return t.data_ptr()
+    return ptr
 
 
 def scalar(name: str, value) -> float:
@@ -75,31 +80,20 @@ def scalar(name: str, value) -> float:
     return value
 
 
-def dims_fit(**dims: int) -> None:
-    for name, value in dims.items():
-        if value >= INT32_LIMIT:
-            raise ValueError(f"{name} = {value} does not fit the kernel's 32-bit problem shape (< 2**31)")
+def dims_fit(m: int, n: int, k: int) -> None:
+    if m >= INT32_LIMIT or n >= INT32_LIMIT or k >= INT32_LIMIT:
+        name, value = next((nm, v) for nm, v in (("M", m), ("N", n), ("K", k)) if v >= INT32_LIMIT)
+        raise ValueError(f"{name} = {value} does not fit the kernel's 32-bit problem shape (< 2**31)")
 
 
-def _byte_span(t: torch.Tensor):
-    lo = t.data_ptr()
-    if t.is_contiguous():
-        return lo, lo + t.numel() * t.element_size()
-    extent = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()) if n > 0)
-    return lo, lo + extent * t.element_size()
-
-
-def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether the memory ``a`` and ``b`` can touch intersects (conservative for strided views)."""
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    a_lo, a_hi = _byte_span(a)
-    b_lo, b_hi = _byte_span(b)
-    return a_lo < b_hi and b_lo < a_hi
-
-
-def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+def overlapping(spans, out_span) -> Optional[str]:
+    """The name of the first (name, lo, hi) byte span that intersects ``out_span``, or None.
+    Spans come from row strides and shapes, so strided views count conservatively."""
+    lo, hi = out_span
+    for name, a, b in spans:
+        if a < hi and lo < b:
+            return name
+    return None
 
 
 def refuse_grad(op: str, *tensors) -> None:
@@ -107,7 +101,7 @@ def refuse_grad(op: str, *tensors) -> None:
     silently detached output."""
     if torch.is_grad_enabled():
         for t in tensors:
-            if isinstance(t, torch.Tensor) and t.requires_grad:
+            if getattr(t, "requires_grad", False):
                 raise RuntimeError(
                     f"fused_gemm.{op}: an input requires grad, but fused-gemm kernels have no backward "
                     "(inference only). Run under torch.no_grad() / torch.inference_mode(), or detach the input")

@@ -21,7 +21,7 @@ run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; loc
 for step in $steps; do
   case $step in
     build) run build fused-gemm build --preset gpu-tests -q ;;
-    tests) run tests python3 -m pytest tests -q -x -m "not compile and not toolchain" -p no:cacheprovider ;;
+    tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
     host)  run host python3 perf/host_overhead.py ;;

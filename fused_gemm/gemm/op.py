@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import checks
+from ..checks import INT32_LIMIT
 from ..errors import FusedGemmError
 from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
 from ..generator.gemm.abi import PROBLEM
@@ -44,6 +45,9 @@ except AttributeError:  # pragma: no cover
     _current_device = torch.cuda.current_device
 
 _is_capturing = torch.cuda.is_current_stream_capturing
+_grad_enabled = torch.is_grad_enabled
+_INF = float("inf")
+Tensor = torch.Tensor
 
 
 class GemmOp:
@@ -66,9 +70,14 @@ class GemmOp:
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
         self._absent = (not ep.bias, not ep.residual, not ep.row_scale, not ep.col_scale)
         self._nk = spec.b_layout == "nk"
+        self._in_size = self._dtype.itemsize
+        self._out_size = self._out_dtype.itemsize
+        self._res_size = self._res_dtype.itemsize
+        self._bias_size = self._bias_dtype.itemsize
         self._stream_k = spec.config.scheduler == "stream_k"
         self._ws_sizes: Dict[tuple, int] = {}
         self._ready: set = set()          # device ordinals checked and prepared
+        self._supports_pdl = library.supports_pdl
         self._fg_run = library._fg_run
         self._pack = library.packer.pack_into
         self._thread_buffer = library.thread_buffer
@@ -121,8 +130,13 @@ class GemmOp:
                              launch)
 
     def run(self, x, weight, bias, residual, row_scale, col_scale, alpha, beta, out_dtype, out, launch):
-        """Validate, then launch on x's device's current stream.  Returns ``out`` (allocated if None)."""
-        if not isinstance(x, torch.Tensor):
+        """Validate, then launch on x's device's current stream.  Returns ``out`` (allocated if None).
+
+        The one validation path of this op.  It runs on every call (a decode step makes hundreds),
+        so the common tensors are checked inline, a few attribute reads each; every failing check
+        raises right there, naming the argument, before anything is launched.
+        """
+        if not isinstance(x, Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         dt = self._dtype
         if x.dtype is not dt:
@@ -130,20 +144,31 @@ class GemmOp:
         dev = x.get_device()
         if dev not in self._ready:
             self._first_use(x, dev)
-        if x.dim() == 0:
-            raise ValueError("x must have at least one dim ([..., K])")
-        checks.tensor("weight", weight, dt, dev)
-        if weight.dim() != 2:
-            raise ValueError(f"weight must be 2-D, got shape {tuple(weight.shape)}")
         xs = x.shape
+        ndim = len(xs)
+        if not ndim:
+            raise ValueError("x must have at least one dim ([..., K])")
+        if not isinstance(weight, Tensor) or weight.dtype is not dt or weight.get_device() != dev:
+            checks.tensor("weight", weight, dt, dev)
+        ws = weight.shape
+        if len(ws) != 2:
+            raise ValueError(f"weight must be 2-D, got shape {tuple(ws)}")
         K = xs[-1]
-        N, Kw = weight.shape if self._nk else weight.shape[::-1]
+        if self._nk:
+            N, Kw = ws
+        else:
+            Kw, N = ws
         if Kw != K:
-            raise ValueError(f"weight has shape {tuple(weight.shape)}, which does not match x's K={K} "
+            raise ValueError(f"weight has shape {tuple(ws)}, which does not match x's K={K} "
                              f"({'[N, K]' if self._nk else '[K, N]'} expected)")
-        lead = xs[:-1]
-        M = x.numel() // K if K else lead.numel()
-        checks.dims_fit(M=M, N=N, K=K)
+        if ndim == 2:
+            M = xs[0]
+            out_shape = (M, N)
+        else:
+            lead = xs[:-1]
+            M, out_shape = lead.numel(), (*lead, N)
+        if M >= INT32_LIMIT or N >= INT32_LIMIT or K >= INT32_LIMIT:
+            checks.dims_fit(M, N, K)
         if (bias is None, residual is None, row_scale is None, col_scale is None) != self._absent:
             self._check_presence(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
         if out_dtype is not None and out_dtype is not self._out_dtype:
@@ -152,57 +177,85 @@ class GemmOp:
             launch = DEFAULT_LAUNCH
         elif type(launch) is not LaunchOptions:
             raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
-        if launch.pdl and not self.library.supports_pdl:
+        if launch.pdl and not self._supports_pdl:
             raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control "
                              "(GemmSpec(pdl=False)); launch without PDL or use a pdl=True build")
-        alpha = checks.scalar("alpha", alpha)
-        beta = checks.scalar("beta", beta)
-        out_shape = (*lead, N)
+        if type(alpha) is not float or not -_INF < alpha < _INF:
+            alpha = checks.scalar("alpha", alpha)
+        if type(beta) is not float or not -_INF < beta < _INF:
+            beta = checks.scalar("beta", beta)
         given_out = out is not None
         if given_out:
-            checks.tensor("out", out, self._out_dtype, dev)
-            checks.shape("out", out, out_shape)
+            if not isinstance(out, Tensor) or out.dtype is not self._out_dtype or out.get_device() != dev:
+                checks.tensor("out", out, self._out_dtype, dev)
+            if out.shape != out_shape:
+                checks.shape("out", out, out_shape)
         else:
             out = torch.empty(out_shape, dtype=self._out_dtype, device=x.device)
-        checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
+        if _grad_enabled() and (x.requires_grad or weight.requires_grad or self._optional_grads(
+                bias, residual, row_scale, col_scale)):
+            checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
+        bias_ptr = row_ptr = col_ptr = 0
+        if bias is not None:
+            bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
         if residual is not None:
             checks.tensor("residual", residual, self._res_dtype, dev)
             checks.shape("residual", residual, out_shape)
-        bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev) if bias is not None else 0
-        row_ptr = checks.vector("row_scale", row_scale, M, torch.float32, dev) if row_scale is not None else 0
-        col_ptr = checks.vector("col_scale", col_scale, N, torch.float32, dev) if col_scale is not None else 0
-        if given_out:
-            for name, t in (("x", x), ("weight", weight), ("bias", bias), ("row_scale", row_scale),
-                            ("col_scale", col_scale)):
-                if t is not None and checks.overlaps(out, t):
-                    raise ValueError(f"out overlaps {name}: the kernel would read what it writes")
-            if residual is not None and checks.overlaps(out, residual) and not checks.same_view(out, residual):
-                raise ValueError("residual overlaps out without being exactly out (an in-place residual is "
-                                 "out=residual, the same tensor)")
+        if row_scale is not None:
+            row_ptr = checks.vector("row_scale", row_scale, M, torch.float32, dev)
+        if col_scale is not None:
+            col_ptr = checks.vector("col_scale", col_scale, N, torch.float32, dev)
         if M == 0 or N == 0:
             return out
         if K == 0:   # F.linear's convention: an empty sum is zero, then the epilogue
-            return self._empty_sum(out, M, N, bias, residual, row_scale, col_scale, alpha, beta)
-        x2 = checks.flat2d("x", x, K)
-        lda = checks.row_major("x", x2, M, K)
-        ldb = checks.row_major("weight", weight, *((N, K) if self._nk else (K, N)))
-        d2 = checks.flat2d("out", out, N)
-        ldd = checks.row_major("out", d2, M, N)
+            return self._empty_sum(out, M, N, bias, residual, alpha, beta)
+        # Operand layouts TMA can read: unit last-dim stride, 16-byte aligned rows and base.
+        x2 = x if ndim == 2 else checks.flat2d("x", x, K)
+        lda, a_ptr = checks.row_major("x", x2, M, K, self._in_size)
+        b_rows, b_cols = (N, K) if self._nk else (K, N)
+        ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._in_size)
+        d2 = out if ndim == 2 else checks.flat2d("out", out, N)
+        ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_size)
         c_ptr = ldc = 0
         if residual is not None:
-            c2 = checks.flat2d("residual", residual, N)
-            ldc = checks.row_major("residual", c2, M, N)
-            c_ptr = c2.data_ptr()
-        fields = (M, N, K, x2.data_ptr(), lda, weight.data_ptr(), ldb, c_ptr, ldc, d2.data_ptr(), ldd,
-                  bias_ptr, row_ptr, col_ptr, alpha, beta)
+            c2 = residual if ndim == 2 else checks.flat2d("residual", residual, N)
+            ldc, c_ptr = checks.row_major("residual", c2, M, N, self._res_size)
+        if given_out:   # byte spans from the row strides: integer arithmetic, no more tensor calls
+            self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
+                                 bias_ptr, row_ptr, col_ptr)
+        fields = (M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr, alpha, beta)
         if dev == _current_device():
-            self._launch(fields, launch, dev, x.device)
+            self._launch(fields, launch, dev)
         else:
             with torch.cuda.device(dev):   # the library launches on the current device: make it x's
-                self._launch(fields, launch, dev, x.device)
+                self._launch(fields, launch, dev)
         return out
 
-    def _launch(self, fields, launch: LaunchOptions, dev: int, device: torch.device) -> None:
+    @staticmethod
+    def _optional_grads(*tensors) -> bool:
+        return any(t is not None and t.requires_grad for t in tensors)
+
+    def _check_aliasing(self, M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd, bias_ptr,
+                        row_ptr, col_ptr) -> None:
+        out_span = (d_ptr, d_ptr + (ldd * (M - 1) + N) * self._out_size)
+        spans = [("x", a_ptr, a_ptr + (lda * (M - 1) + K) * self._in_size),
+                 ("weight", b_ptr, b_ptr + (ldb * (b_rows - 1) + b_cols) * self._in_size)]
+        if bias_ptr:
+            spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_size))
+        if row_ptr:
+            spans.append(("row_scale", row_ptr, row_ptr + M * 4))
+        if col_ptr:
+            spans.append(("col_scale", col_ptr, col_ptr + N * 4))
+        if c_ptr and (c_ptr != d_ptr or ldc != ldd):   # out=residual (the same view) is the in-place add
+            spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_size))
+        hit = checks.overlapping(spans, out_span)
+        if hit == "residual":
+            raise ValueError("residual overlaps out without being exactly out (an in-place residual is "
+                             "out=residual, the same tensor)")
+        if hit is not None:
+            raise ValueError(f"out overlaps {hit}: the kernel would read what it writes")
+
+    def _launch(self, fields, launch: LaunchOptions, dev: int) -> None:
         ws_ptr = ws_bytes = 0
         if self._stream_k:
             key = (fields[0], fields[1], fields[2], launch)
@@ -210,7 +263,7 @@ class GemmOp:
             if need is None:
                 need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
             if need:   # from the caching allocator, on this stream: stream-ordered, capture-safe
-                workspace = torch.empty(need, dtype=torch.uint8, device=device)
+                workspace = torch.empty(need, dtype=torch.uint8, device=torch.device("cuda", dev))
                 ws_ptr, ws_bytes = workspace.data_ptr(), need
         buf, addr = self._thread_buffer()
         self._pack(buf, 0, *fields, *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
@@ -219,7 +272,7 @@ class GemmOp:
             raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
                                  f"(M={fields[0]}, N={fields[1]}, K={fields[2]})")
 
-    def _empty_sum(self, out, M, N, bias, residual, row_scale, col_scale, alpha, beta):
+    def _empty_sum(self, out, M, N, bias, residual, alpha, beta):
         acc = torch.zeros((M, N), dtype=torch.float32, device=out.device)
         if bias is not None:
             acc += bias.float()
