@@ -24,8 +24,9 @@ def eager_direct(x) -> bool:
     """True when a call may run its implementation directly: not traced by torch.compile/export,
     no dispatch mode active, ``x`` not a tensor subclass (a non-tensor goes direct, to its
     TypeError).  Anything else goes through torch.ops."""
-    return not _is_compiling() and (type(x) is torch.Tensor or not isinstance(x, torch.Tensor)) \
-        and not _dispatch_modes()
+    if type(x) is torch.Tensor:
+        return not _is_compiling() and not _dispatch_modes()
+    return not isinstance(x, torch.Tensor)
 
 
 def define(name: str, schema: str, impl, fake) -> None:

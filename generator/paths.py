@@ -9,9 +9,9 @@ _HERE = Path(__file__).resolve().parent
 
 
 def _find(name: str) -> Path:
-    for candidate in (_HERE.parent / name, _HERE.parent / "fused_gemm" / name):
-        if candidate.is_dir():
-            return candidate
+    candidate = _HERE.parent / name
+    if candidate.is_dir():
+        return candidate
     raise FileNotFoundError(f"fused-gemm is missing its {name}/ folder (looked beside {_HERE})")
 
 

@@ -46,51 +46,70 @@ def _dtype_of(name: str, t) -> Optional[torch.dtype]:
     return t.dtype
 
 
+_MAX_M = tuple(rule.max_m for rule in heuristics.RULES["sm90a"])
+
+
 def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: int) -> Tuple[GemmOp, LaunchOptions]:
     """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
-    row = heuristics.row_index("sm90a", m)
-    key = (x.dtype, activation, _dtype_of("bias", bias), _dtype_of("residual", residual), row_scale is None,
-           col_scale is None, out_dtype, row)
-    hit = _selection.get(key)
+    row = 0
+    while m > _MAX_M[row]:   # the table's last row covers every M
+        row += 1
+    try:
+        key = (x.dtype, activation, None if bias is None else bias.dtype,
+               None if residual is None else residual.dtype, row_scale is None, col_scale is None, out_dtype, row)
+        hit = _selection.get(key)
+    except AttributeError:   # a non-tensor argument: say which
+        for name, t in (("bias", bias), ("residual", residual)):
+            _dtype_of(name, t)
+        raise
     if hit is None:
-        act = "identity" if activation in (None, "none") else activation
-        if act not in ACTIVATIONS:
-            raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
-        try:
-            epilogue = Epilogue(row_scale=row_scale is not None, col_scale=col_scale is not None,
-                                bias=bias is not None, activation=act, residual=residual is not None)
-            rule = heuristics.RULES["sm90a"][row]
-            spec = GemmSpec(_dtype_name("x", x.dtype), out_dtype=_dtype_name("out", out_dtype),
-                            residual_dtype=_dtype_name("residual", key[3]),
-                            bias_dtype=_dtype_name("bias", key[2]), epilogue=epilogue, config=rule.config)
-        except SpecError as exc:
-            raise TypeError(str(exc)) from None
-        hit = (jit.compile(spec), rule.launch)
-        with _selection_lock:
-            _selection[key] = hit
+        hit = _select_miss(x, key)
+    return hit
+
+
+def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
+    dtype, activation, bias_dtype, residual_dtype, no_row_scale, no_col_scale, out_dtype, row = key
+    if x.get_device() < 0:   # before anything is built for it
+        raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+    if dtype is not torch.bfloat16 and dtype is not torch.float16:
+        raise TypeError(f"x has dtype {dtype}; fused_gemm.linear takes bfloat16 or float16 activations")
+    act = "identity" if activation in (None, "none") else activation
+    if act not in ACTIVATIONS:
+        raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
+    try:
+        epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
+                            activation=act, residual=residual_dtype is not None)
+        rule = heuristics.RULES["sm90a"][row]
+        spec = GemmSpec(_dtype_name("x", dtype), out_dtype=_dtype_name("out", out_dtype),
+                        residual_dtype=_dtype_name("residual", residual_dtype),
+                        bias_dtype=_dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)
+    except SpecError as exc:
+        raise TypeError(str(exc)) from None
+    hit = (jit.compile(spec), rule.launch)
+    with _selection_lock:
+        _selection[key] = hit
     return hit
 
 
 def _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out):
-    """The implementation every route ends in: checks x, picks the kernel, runs it."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() == 0:
+    """The implementation every route ends in: picks the kernel for x's shape, runs it (which checks
+    every argument)."""
+    try:
+        xs = x.shape
+    except AttributeError:
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}") from None
+    if not xs:
         raise ValueError("x must have at least one dim ([..., K])")
-    if x.get_device() < 0:
-        raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
-    if x.dtype is not torch.bfloat16 and x.dtype is not torch.float16:
-        raise TypeError(f"x has dtype {x.dtype}; fused_gemm.linear takes bfloat16 or float16 activations")
     if out is not None:
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        if out_dtype is not None and out_dtype is not out.dtype:
-            raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
-        out_dtype = out.dtype
+        try:
+            if out_dtype is not None and out_dtype is not out.dtype:
+                raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
+            out_dtype = out.dtype
+        except AttributeError:
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}") from None
     elif out_dtype is None:
         out_dtype = x.dtype
-    k = x.shape[-1]
-    m = x.numel() // k if k else x.shape[:-1].numel()
+    m = xs[0] if len(xs) == 2 else xs[:-1].numel()
     op, launch = select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m)
     return op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, None, out, launch)
 

@@ -19,7 +19,7 @@ from ..errors import FusedGemmError
 from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
 from ..generator.gemm.abi import PROBLEM
 from ..library import STATUS_NAMES, KernelLibrary
-from ..torch_ops import eager_direct
+from ..torch_ops import _dispatch_modes, _is_compiling
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ARCH_CAPABILITY = {"sm90a": (9, 0)}
@@ -69,6 +69,7 @@ class GemmOp:
         self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
         self._absent = (not ep.bias, not ep.residual, not ep.row_scale, not ep.col_scale)
+        self._more_inputs = ep.residual or ep.row_scale or ep.col_scale
         self._nk = spec.b_layout == "nk"
         self._in_size = self._dtype.itemsize
         self._out_size = self._out_dtype.itemsize
@@ -123,7 +124,7 @@ class GemmOp:
                 not (activation == "none" and self.spec.epilogue.activation == "identity"):
             raise ValueError(f"activation {activation!r} does not match this kernel's epilogue "
                              f"{self.spec.epilogue.name!r}")
-        if eager_direct(x):
+        if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
             return self.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, out_dtype, out, launch)
         from .linear import dispatch_gemm   # torch.compile / export / tensor subclasses: one op in the graph
         return dispatch_gemm(self, x, weight, bias, residual, alpha, beta, row_scale, col_scale, out_dtype, out,
@@ -191,9 +192,9 @@ class GemmOp:
             if out.shape != out_shape:
                 checks.shape("out", out, out_shape)
         else:
-            out = torch.empty(out_shape, dtype=self._out_dtype, device=x.device)
-        if _grad_enabled() and (x.requires_grad or weight.requires_grad or self._optional_grads(
-                bias, residual, row_scale, col_scale)):
+            out = x.new_empty(out_shape, dtype=self._out_dtype)
+        if _grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+                                or self._more_inputs):
             checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
         bias_ptr = row_ptr = col_ptr = 0
         if bias is not None:
@@ -221,8 +222,13 @@ class GemmOp:
             c2 = residual if ndim == 2 else checks.flat2d("residual", residual, N)
             ldc, c_ptr = checks.row_major("residual", c2, M, N, self._res_size)
         if given_out:   # byte spans from the row strides: integer arithmetic, no more tensor calls
-            self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
-                                 bias_ptr, row_ptr, col_ptr)
+            d_end = d_ptr + (ldd * (M - 1) + N) * self._out_size
+            if (a_ptr < d_end and d_ptr < a_ptr + (lda * (M - 1) + K) * self._in_size) or \
+                    (b_ptr < d_end and d_ptr < b_ptr + (ldb * (b_rows - 1) + b_cols) * self._in_size) or \
+                    (bias_ptr and bias_ptr < d_end and d_ptr < bias_ptr + N * self._bias_size) or \
+                    row_ptr or col_ptr or (c_ptr and (c_ptr != d_ptr or ldc != ldd)):
+                self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
+                                     bias_ptr, row_ptr, col_ptr)
         fields = (M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr, alpha, beta)
         if dev == _current_device():
             self._launch(fields, launch, dev)
@@ -230,10 +236,6 @@ class GemmOp:
             with torch.cuda.device(dev):   # the library launches on the current device: make it x's
                 self._launch(fields, launch, dev)
         return out
-
-    @staticmethod
-    def _optional_grads(*tensors) -> bool:
-        return any(t is not None and t.requires_grad for t in tensors)
 
     def _check_aliasing(self, M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd, bias_ptr,
                         row_ptr, col_ptr) -> None:

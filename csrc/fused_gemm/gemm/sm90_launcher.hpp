@@ -142,6 +142,14 @@ struct Sm90Launcher {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("loading the kernel: ") + cudaGetErrorString(loaded));
     }
+    if constexpr (kClusterSize > 1) {  // CUTLASS's launcher would set this on every launch
+      cudaError_t err = cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>,
+                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        return fail(FG_ERR_CUDA, std::string("cudaFuncSetAttribute(cluster size): ") + cudaGetErrorString(err));
+      }
+    }
     int smem = GemmKernel::SharedStorageSize;
     if (smem >= (48 << 10)) {
       cudaError_t err = cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>,
@@ -161,7 +169,39 @@ struct Sm90Launcher {
   struct Prepared {
     typename GemmKernel::Params params;
     size_t workspace_bytes = 0;
+    dim3 grid;
   };
+
+  using ClusterShape = typename GemmKernel::DispatchPolicy::ClusterShape;
+  static constexpr int kClusterSize = cute::size(ClusterShape{});
+
+  // What Gemm::run does for sm90, minus the per-launch work a cached problem does not need: the
+  // grid comes from the cache and the cluster attribute was set once in prepare_device.
+  static cudaError_t launch(Prepared &prepared, cudaStream_t stream, bool pdl) {
+    cudaLaunchAttribute attributes[2];
+    unsigned n = 0;
+    if constexpr (kClusterSize > 1) {
+      attributes[n].id = cudaLaunchAttributeClusterDimension;
+      attributes[n].val.clusterDim.x = cute::size<0>(ClusterShape{});
+      attributes[n].val.clusterDim.y = cute::size<1>(ClusterShape{});
+      attributes[n].val.clusterDim.z = cute::size<2>(ClusterShape{});
+      ++n;
+    }
+    if (pdl) {
+      attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attributes[n].val.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = prepared.grid;
+    config.blockDim = GemmKernel::get_block_shape();
+    config.dynamicSmemBytes = GemmKernel::SharedStorageSize;
+    config.stream = stream;
+    config.attrs = attributes;
+    config.numAttrs = n;
+    void *args[] = {&prepared.params};
+    return cudaLaunchKernelExC(&config, reinterpret_cast<void const *>(&cutlass::device_kernel<GemmKernel>), args);
+  }
   using Cache = ParamsCache<Problem, offsetof(Problem, stream), Prepared>;
 
   // The launch path: no device query, no allocation, no sync.  A cache miss runs CUTLASS's own
@@ -187,6 +227,7 @@ struct Sm90Launcher {
       }
       entry->value.params = GemmKernel::to_underlying_arguments(args, p.workspace);
       entry->value.workspace_bytes = needed;
+      entry->value.grid = Gemm::get_grid_shape(entry->value.params);
       Cache::store_key(entry, p);
       if (needed) {  // stream-K clears its tile barriers before every launch (a memset on the stream)
         status = GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
@@ -203,13 +244,11 @@ struct Sm90Launcher {
         return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
       }
     }
-    cutlass::Status status =
-        Gemm::run(entry->value.params, static_cast<cudaStream_t>(p.stream), nullptr, /*launch_with_pdl=*/p.pdl != 0);
-    if (status != cutlass::Status::kSuccess) {
+    cudaError_t err = launch(entry->value, static_cast<cudaStream_t>(p.stream), p.pdl != 0);
+    if (err != cudaSuccess) {
       entry->valid = false;
-      cudaError_t err = cudaGetLastError();
-      return fail(FG_ERR_CUTLASS, std::string("launch: ") + cutlassGetStatusString(status) + " / " +
-                                      cudaGetErrorString(err));
+      cudaGetLastError();
+      return fail(FG_ERR_CUDA, std::string("launch: ") + cudaGetErrorString(err));
     }
     return FG_OK;
   }
