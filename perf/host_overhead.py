@@ -9,6 +9,7 @@ model's layers does: each one is a different problem for the C-side Params cache
 """
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 
@@ -79,10 +80,52 @@ def rows():
         rotation([lambda i=i: fused_gemm.linear(x, ws[i], bs[i], "gelu_tanh") for i in range(32)]))
 
 
+def interleaved(variants, rounds: int = 15, calls: int = 2000):
+    """Median microseconds per call of each variant, timed in alternating blocks (a host's speed
+    drifts within seconds; alternating puts the drift on every variant alike), and the median of the
+    per-round ratios to the first variant."""
+    for fn in variants.values():
+        for _ in range(200):
+            fn()
+    torch.cuda.synchronize()
+    samples = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - t) / calls * 1e6)
+            torch.cuda.synchronize()
+    base = next(iter(samples.values()))
+    return {name: (statistics.median(ts), statistics.median(t / b for t, b in zip(ts, base)))
+            for name, ts in samples.items()}
+
+
+def decode_step_rows():
+    """32 distinct weights in rotation, like a decode step: torch.mm against fused_gemm.linear."""
+    d = 256
+    x = torch.randn(1, d, dtype=torch.bfloat16, device="cuda")
+    ws = [torch.randn(d, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    bs = [torch.randn(d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    outs = [torch.empty(1, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
+    return interleaved({
+        "torch.mm(x, w_i.t())": rotation([lambda i=i: torch.mm(x, ws[i].t()) for i in range(32)]),
+        "fused_gemm.linear(x, w_i, b_i, 'gelu_tanh')": rotation(
+            [lambda i=i: fused_gemm.linear(x, ws[i], bs[i], "gelu_tanh") for i in range(32)]),
+        "torch.mm(x, w_i.t(), out=o_i)": rotation([lambda i=i: torch.mm(x, ws[i].t(), out=outs[i])
+                                                  for i in range(32)]),
+        "fused_gemm.linear(..., out=o_i)": rotation(
+            [lambda i=i: fused_gemm.linear(x, ws[i], bs[i], "gelu_tanh", out=outs[i]) for i in range(32)]),
+    })
+
+
 def main() -> int:
     print(f"host microseconds per call on {torch.cuda.get_device_name()} (min of 3 x 5000 calls)")
     for name, us in rows():
         print(f"  {name:<66}{us:7.2f} us")
+    print("32 weights in rotation, interleaved blocks (median of 15 rounds; ratio to torch.mm(x, w_i.t()))")
+    for name, (us, ratio) in decode_step_rows().items():
+        print(f"  {name:<66}{us:7.2f} us  {ratio:5.2f}x")
     return 0
 
 

@@ -48,6 +48,7 @@ _is_capturing = torch.cuda.is_current_stream_capturing
 _grad_enabled = torch.is_grad_enabled
 _INF = float("inf")
 Tensor = torch.Tensor
+_DEVICES: Dict[int, torch.device] = {}   # ordinal -> device object, built once (a call would make one per call)
 
 
 class GemmOp:
@@ -96,6 +97,7 @@ class GemmOp:
                              f"but this kernel is built for {self.spec.arch}")
         with torch.cuda.device(device):
             self.library.prepare(device)
+        _DEVICES.setdefault(device, torch.device("cuda", device))
         self._ready.add(device)
 
     def _first_use(self, x: torch.Tensor, dev: int) -> None:
@@ -192,7 +194,7 @@ class GemmOp:
             if out.shape != out_shape:
                 checks.shape("out", out, out_shape)
         else:
-            out = x.new_empty(out_shape, dtype=self._out_dtype)
+            out = torch.empty(*out_shape, dtype=self._out_dtype, device=_DEVICES[dev])
         if _grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
                                 or self._more_inputs):
             checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
