@@ -216,7 +216,12 @@ def test_cuda_graph_capture_and_replay(m):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call_linear(ep, g, out=out)
-    for _ in range(2):                              # new data each replay, same buffers
+    replay_with_fresh_data(graph, ep, g, out, times=2)
+
+
+def replay_with_fresh_data(graph, ep, g, out, times):
+    """New random inputs in the captured buffers, poisoned output, replay, check."""
+    for _ in range(times):
         for t in g.values():
             t.copy_(torch.randn_like(t))
         out.fill_(float("nan"))
@@ -307,13 +312,7 @@ def test_graph_captured_before_the_workspace_grows_still_replays():
         big = operands(ep, (16,), n, k, torch.bfloat16)
         assert_close(op(big["x"], big["weight"], big["bias"], launch=launch), reference(ep, **big), torch.bfloat16)
         torch.cuda.empty_cache()
-    for _ in range(3):
-        for t in small.values():
-            t.copy_(torch.randn_like(t))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_close(out, reference(ep, **small), torch.bfloat16)
+    replay_with_fresh_data(graph, ep, small, out, times=3)
 
 
 @pytest.mark.parametrize("launch", [
