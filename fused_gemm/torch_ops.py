@@ -1,6 +1,9 @@
 """fused-gemm's ops in PyTorch's op registry (torch.library), so torch.compile, export and graph
-capture see them as single ops with fake (meta) kernels, plus the test that lets a plain eager
-call skip the dispatcher (a few microseconds a call on a decode step's host thread).
+capture see them as single ops with fake (meta) kernels.  A plain eager call skips the
+dispatcher (a few microseconds a call on a decode step's host thread): the ops' Python entry
+points run their implementation directly when ``x`` is a plain tensor (or not a tensor at all,
+to get its TypeError), torch.compile/export is not tracing (``_is_compiling``) and no dispatch
+mode such as FakeTensorMode is active (``_dispatch_modes``); anything else goes through torch.ops.
 
 Every op is registered for CPU and CUDA tensors with the same implementation: a CPU tensor gets
 the op's own clear error, not a missing-kernel message from the dispatcher.
@@ -18,15 +21,6 @@ except AttributeError:  # pragma: no cover - older torch
         return 1
 
 _is_compiling = torch.compiler.is_compiling
-
-
-def eager_direct(x) -> bool:
-    """True when a call may run its implementation directly: not traced by torch.compile/export,
-    no dispatch mode active, ``x`` not a tensor subclass (a non-tensor goes direct, to its
-    TypeError).  Anything else goes through torch.ops."""
-    if type(x) is torch.Tensor:
-        return not _is_compiling() and not _dispatch_modes()
-    return not isinstance(x, torch.Tensor)
 
 
 def define(name: str, schema: str, impl, fake) -> None:

@@ -22,9 +22,10 @@ from ..generator import Epilogue, GemmSpec, LaunchOptions, SpecError
 from ..generator.gemm import heuristics
 from ..generator.gemm.launch import DECOMPOSITION, RASTER, REDUCTION
 from ..generator.gemm.spec import ACTIVATIONS
-from ..torch_ops import define, eager_direct
+from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import TORCH_DTYPES, GemmOp
 
+Tensor = torch.Tensor
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _selection: Dict[Tuple, Tuple[GemmOp, LaunchOptions]] = {}
 _selection_lock = threading.Lock()
@@ -125,7 +126,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     default x.dtype.  The kernel is chosen by M (= x.numel() // K) from the table in
     ``fused_gemm.generator.gemm.heuristics``, built on first use and cached on disk.
     """
-    if eager_direct(x):
+    if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
         return _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out)
     checks.refuse_grad("linear", x, weight, bias, residual, row_scale, col_scale)
     alpha, beta = float(alpha), float(beta)

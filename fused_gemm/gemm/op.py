@@ -48,6 +48,7 @@ _is_capturing = torch.cuda.is_current_stream_capturing
 _grad_enabled = torch.is_grad_enabled
 _INF = float("inf")
 Tensor = torch.Tensor
+_ONE_DEVICE = torch.cuda.device_count() <= 1   # then x's device is the current one: skip asking
 _DEVICES: Dict[int, torch.device] = {}   # ordinal -> device object, built once (a call would make one per call)
 
 
@@ -217,8 +218,11 @@ class GemmOp:
         lda, a_ptr = checks.row_major("x", x2, M, K, self._in_size)
         b_rows, b_cols = (N, K) if self._nk else (K, N)
         ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._in_size)
-        d2 = out if ndim == 2 else checks.flat2d("out", out, N)
-        ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_size)
+        if given_out:
+            d2 = out if ndim == 2 else checks.flat2d("out", out, N)
+            ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_size)
+        else:                  # ours: contiguous, and the caching allocator aligns blocks to 512 bytes
+            ldd, d_ptr = N, out.data_ptr()
         c_ptr = ldc = 0
         if residual is not None:
             c2 = residual if ndim == 2 else checks.flat2d("residual", residual, N)
@@ -232,7 +236,7 @@ class GemmOp:
                 self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
                                      bias_ptr, row_ptr, col_ptr)
         fields = (M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr, alpha, beta)
-        if dev == _current_device():
+        if _ONE_DEVICE or dev == _current_device():
             self._launch(fields, launch, dev)
         else:
             with torch.cuda.device(dev):   # the library launches on the current device: make it x's
