@@ -15,7 +15,8 @@ from typing import Dict, Iterable, Optional, Union
 import torch
 
 from .errors import KernelNotReadyError
-from .generator import build, build_command, build_many, family_of, locate, preset, spec_from_uri
+from .generator import build, build_command, build_many, family_of, preset, spec_from_uri
+from .generator.cache import cache_root, find_built
 from .generator.registry import FAMILIES
 from .library import KernelLibrary
 
@@ -54,10 +55,13 @@ def compile(spec):
     with lock:
         op = _ops.get(spec)
         if op is None:
-            if no_jit() and not locate(spec).is_built():
-                raise not_ready(spec, f"FUSED_GEMM_NO_JIT is set and the cache ({locate(spec).folder}) lacks it")
-            result = build(spec)
-            op = _op_class(family)(spec, KernelLibrary(result.library, family, spec.uri))
+            if no_jit():   # no toolchain needed: a serving host may have only a copied cache
+                library = find_built(spec)
+                if library is None:
+                    raise not_ready(spec, f"FUSED_GEMM_NO_JIT is set and the cache ({cache_root()}) lacks it")
+            else:
+                library = build(spec).library
+            op = _op_class(family)(spec, KernelLibrary(library, family, spec.uri))
             _ops[spec] = op
     return op
 
@@ -87,6 +91,8 @@ def warmup(*items: Item, device: Optional[Union[int, torch.device]] = None, jobs
         index = torch.cuda.current_device()
     else:
         index = torch.device("cuda", device).index if isinstance(device, int) else torch.device(device).index
+        if index is None:     # "cuda": the current one
+            index = torch.cuda.current_device()
     with torch.cuda.device(index):
         for op in ops:
             op.prepare(index)

@@ -116,6 +116,14 @@ def list_entries() -> List[Path]:
     return sorted(p.parent for p in root.glob(f"*/*/*/*/{LIBRARY_NAME}")) if root.is_dir() else []
 
 
+def find_built(spec) -> "Path | None":
+    """The newest built library of ``spec`` under any toolchain folder, found without a toolchain
+    (for FUSED_GEMM_NO_JIT hosts that were handed a cache and have no nvcc)."""
+    root = cache_root()
+    found = sorted(root.glob(f"*/{spec.arch}/{spec.uri}/*/{LIBRARY_NAME}"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def clear() -> int:
     """Removes the whole cache; returns how many built kernels it held."""
     n = len(list_entries())

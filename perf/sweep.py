@@ -1,5 +1,5 @@
 """Times candidate tile configs for one epilogue on the bar shapes, to tune the heuristics table
-(fused_gemm/generator/gemm/heuristics.py, installed as fused_gemm.generator.gemm.heuristics).
+(generator/gemm/heuristics.py, installed as fused_gemm.generator.gemm.heuristics).
 
     python perf/sweep.py --build-only      # compile every candidate here (no GPU needed)
     python perf/sweep.py [--json out.json] # on the GPU: time each candidate against torch.mm

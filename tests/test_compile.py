@@ -66,6 +66,18 @@ def test_library_loads_through_the_runtime_without_a_gpu(ci_builds):
     assert lib.can_implement(*fields) == 1 and "out of range" in lib.last_error()
 
 
+def test_no_jit_mode_loads_from_the_cache_without_a_toolchain(ci_builds, monkeypatch):
+    """A serving host with a copied cache and no nvcc at all."""
+    import fused_gemm
+    from fused_gemm import jit
+    spec = ci_builds[0].spec
+    jit._ops.pop(spec, None)
+    monkeypatch.setenv("FUSED_GEMM_NO_JIT", "1")
+    monkeypatch.setenv("FUSED_GEMM_NVCC", "/nonexistent/nvcc")   # any toolchain lookup would fail
+    op = fused_gemm.compile(spec)
+    assert op.library.path == ci_builds[0].library
+
+
 def test_failed_build_names_source_and_log(tmp_cache, monkeypatch):
     build_mod = importlib.import_module("fused_gemm.generator.build")  # the package re-exports build()
     spec = GemmSpec("fp16", epilogue="sigmoid", config=TileConfig((128, 64, 64), (1, 1, 1)))

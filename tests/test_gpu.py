@@ -431,6 +431,14 @@ class TestBadInputOnGpu:
             fused_gemm.linear(self.x, self.w, self.b, out_dtype=torch.float16,
                               out=torch.empty(16, 128, dtype=torch.bfloat16, device="cuda"))
 
+    def test_output_rows_must_be_aligned(self):
+        with pytest.raises(ValueError, match="N = 100"):
+            fused_gemm.linear(self.x, torch.randn(100, 64, dtype=torch.bfloat16, device="cuda"))
+
+    def test_non_tensor_bias_with_grad_mode_on(self):
+        with pytest.raises(TypeError, match="bias"):
+            fused_gemm.linear(self.x, self.w, [1.0] * 128)
+
     def test_aliasing(self):
         big = torch.randn(16, 256, dtype=torch.bfloat16, device="cuda")
         with pytest.raises(ValueError, match="out overlaps x"):

@@ -28,7 +28,7 @@ TORCH_ACTIVATIONS = {
     "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
 }
-# The order GemmOp packs its fields in; tests/test_abi.py checks it against the ABI table.
+# The order GemmOp packs its fields in; tests/test_families.py checks it against the ABI table.
 PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bias", "row_scale", "col_scale",
               "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
               "reserved", "workspace", "workspace_bytes", "stream")
@@ -67,6 +67,7 @@ class GemmOp:
         self.library = library
         ep = spec.epilogue
         self._dtype = TORCH_DTYPES[spec.a_dtype]
+        self._w_dtype = TORCH_DTYPES[spec.b_dtype]
         self._out_dtype = TORCH_DTYPES[spec.out_dtype]
         self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
@@ -74,6 +75,7 @@ class GemmOp:
         self._more_inputs = ep.residual or ep.row_scale or ep.col_scale
         self._nk = spec.b_layout == "nk"
         self._in_size = self._dtype.itemsize
+        self._w_size = self._w_dtype.itemsize
         self._out_size = self._out_dtype.itemsize
         self._res_size = self._res_dtype.itemsize
         self._bias_size = self._bias_dtype.itemsize
@@ -152,8 +154,9 @@ class GemmOp:
         ndim = len(xs)
         if not ndim:
             raise ValueError("x must have at least one dim ([..., K])")
-        if not isinstance(weight, Tensor) or weight.dtype is not dt or weight.get_device() != dev:
-            checks.tensor("weight", weight, dt, dev)
+        wdt = self._w_dtype
+        if not isinstance(weight, Tensor) or weight.dtype is not wdt or weight.get_device() != dev:
+            checks.tensor("weight", weight, wdt, dev)
         ws = weight.shape
         if len(ws) != 2:
             raise ValueError(f"weight must be 2-D, got shape {tuple(ws)}")
@@ -196,7 +199,7 @@ class GemmOp:
                 checks.shape("out", out, out_shape)
         else:
             out = torch.empty(*out_shape, dtype=self._out_dtype, device=_DEVICES[dev])
-        if _grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+        if _grad_enabled() and (x.requires_grad or weight.requires_grad or getattr(bias, "requires_grad", False)
                                 or self._more_inputs):
             checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
         bias_ptr = row_ptr = col_ptr = 0
@@ -217,11 +220,15 @@ class GemmOp:
         x2 = x if ndim == 2 else checks.flat2d("x", x, K)
         lda, a_ptr = checks.row_major("x", x2, M, K, self._in_size)
         b_rows, b_cols = (N, K) if self._nk else (K, N)
-        ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._in_size)
+        ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._w_size)
         if given_out:
             d2 = out if ndim == 2 else checks.flat2d("out", out, N)
             ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_size)
         else:                  # ours: contiguous, and the caching allocator aligns blocks to 512 bytes
+            if (N * self._out_size) % checks.ALIGN_BYTES:
+                raise ValueError(f"weight gives N = {N}, which must be a multiple of "
+                                 f"{checks.ALIGN_BYTES // self._out_size} so that each {self._out_dtype} output "
+                                 "row is 16-byte aligned (TMA needs it)")
             ldd, d_ptr = N, out.data_ptr()
         c_ptr = ldc = 0
         if residual is not None:
@@ -230,9 +237,9 @@ class GemmOp:
         if given_out:   # byte spans from the row strides: integer arithmetic, no more tensor calls
             d_end = d_ptr + (ldd * (M - 1) + N) * self._out_size
             if (a_ptr < d_end and d_ptr < a_ptr + (lda * (M - 1) + K) * self._in_size) or \
-                    (b_ptr < d_end and d_ptr < b_ptr + (ldb * (b_rows - 1) + b_cols) * self._in_size) or \
+                    (b_ptr < d_end and d_ptr < b_ptr + (ldb * (b_rows - 1) + b_cols) * self._w_size) or \
                     (bias_ptr and bias_ptr < d_end and d_ptr < bias_ptr + N * self._bias_size) or \
-                    row_ptr or col_ptr or (c_ptr and (c_ptr != d_ptr or ldc != ldd)):
+                    row_ptr or col_ptr or (c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_size != self._out_size)):
                 self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
                                      bias_ptr, row_ptr, col_ptr)
         fields = (M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr, alpha, beta)
@@ -247,14 +254,14 @@ class GemmOp:
                         row_ptr, col_ptr) -> None:
         out_span = (d_ptr, d_ptr + (ldd * (M - 1) + N) * self._out_size)
         spans = [("x", a_ptr, a_ptr + (lda * (M - 1) + K) * self._in_size),
-                 ("weight", b_ptr, b_ptr + (ldb * (b_rows - 1) + b_cols) * self._in_size)]
+                 ("weight", b_ptr, b_ptr + (ldb * (b_rows - 1) + b_cols) * self._w_size)]
         if bias_ptr:
             spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_size))
         if row_ptr:
             spans.append(("row_scale", row_ptr, row_ptr + M * 4))
         if col_ptr:
             spans.append(("col_scale", col_ptr, col_ptr + N * 4))
-        if c_ptr and (c_ptr != d_ptr or ldc != ldd):   # out=residual (the same view) is the in-place add
+        if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_size != self._out_size):   # out=residual: in place
             spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_size))
         hit = checks.overlapping(spans, out_span)
         if hit == "residual":
@@ -266,7 +273,7 @@ class GemmOp:
     def _launch(self, fields, launch: LaunchOptions, dev: int) -> None:
         ws_ptr = ws_bytes = 0
         if self._stream_k:
-            key = (fields[0], fields[1], fields[2], launch)
+            key = (fields[0], fields[1], fields[2], launch, dev)   # the size depends on the SM count
             need = self._ws_sizes.get(key)
             if need is None:
                 need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)

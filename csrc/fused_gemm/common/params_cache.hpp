@@ -12,7 +12,7 @@
 
 namespace fused_gemm {
 
-template <class Problem, size_t KeyBytes, class Value, int Sets = 32, int Ways = 4>
+template <class Problem, size_t KeyBytes, class Value, int Sets = 16, int Ways = 8>
 class ParamsCache {
   static_assert(KeyBytes % sizeof(uint64_t) == 0, "the key is hashed in 8-byte words");
   static_assert((Sets & (Sets - 1)) == 0, "Sets is a power of two");
@@ -56,9 +56,14 @@ class ParamsCache {
   static uint64_t hash(Problem const &p) {
     uint64_t words[KeyBytes / sizeof(uint64_t)];
     std::memcpy(words, &p, KeyBytes);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over words
+    uint64_t h = 1469598103934665603ull;
     for (uint64_t w : words) h = (h ^ w) * 1099511628211ull;
-    return h ^ (h >> 29);
+    // fmix64 (MurmurHash3's finaliser): pointers differ in high bits, the set index takes low ones.
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
   }
 
   Entry entries_[Sets * Ways];
