@@ -5,7 +5,7 @@ only through this record, so adding one means its own files plus one entry in ``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Protocol, Tuple
 
 from .abi import AbiStruct
@@ -30,7 +30,6 @@ class KernelFamily:
     op: str                                           # "module:Class" of the runtime op (imported lazily)
     cutlass_examples: Tuple[str, ...] = ()            # examples/<name> folders put on the include path
     cli: Any = None                                   # module with add_arguments(group) and spec_from_args(args)
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def from_uri(self, uri: str):
         return self.spec_type.from_uri(uri)
