@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import struct
-import threading
 from pathlib import Path
 
 from .errors import FusedGemmError
@@ -50,25 +49,16 @@ class KernelLibrary:
         self._lib = lib
         self.features = lib.fg_features()
         self._fg_run = lib.fg_run
-        self._buffers = threading.local()   # one problem buffer per thread: C reads it during the call
+        # A problem is packed into a fresh bytes object that ctypes passes by pointer: C reads it
+        # during the call only, so no buffer is shared between threads (and packing is cheapest).
+        self.pack = self.packer.pack
 
     @property
     def supports_pdl(self) -> bool:
         return bool(self.features & FEATURE_PDL)
 
-    def thread_buffer(self):
-        """This thread's problem buffer and its address (C reads it during the call)."""
-        try:
-            return self._buffers.slot
-        except AttributeError:
-            buf = ctypes.create_string_buffer(self.packer.size)
-            self._buffers.slot = (buf, ctypes.addressof(buf))
-            return self._buffers.slot
-
-    def _pack(self, fields) -> int:
-        buf, addr = self.thread_buffer()
-        self.packer.pack_into(buf, 0, *fields)
-        return addr
+    def _pack(self, fields) -> bytes:
+        return self.pack(*fields)
 
     def check(self, rc: int, what: str) -> None:
         if rc:

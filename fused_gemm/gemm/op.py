@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import checks
-from ..checks import INT32_LIMIT
+from ..checks import ALIGN_BYTES, INT32_LIMIT
 from ..errors import FusedGemmError
 from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
 from ..generator.gemm.abi import PROBLEM
@@ -46,6 +46,7 @@ except AttributeError:  # pragma: no cover
 
 _is_capturing = torch.cuda.is_current_stream_capturing
 _grad_enabled = torch.is_grad_enabled
+_empty_like = torch.empty_like
 _INF = float("inf")
 Tensor = torch.Tensor
 _ONE_DEVICE = torch.cuda.device_count() <= 1   # then x's device is the current one: skip asking
@@ -84,8 +85,8 @@ class GemmOp:
         self._ready: set = set()          # device ordinals checked and prepared
         self._supports_pdl = library.supports_pdl
         self._fg_run = library._fg_run
-        self._pack = library.packer.pack_into
-        self._thread_buffer = library.thread_buffer
+        self._pack = library.pack
+        self._templates: Dict[int, dict] = {}   # device -> {output shape: zero-stride template}
 
     def __repr__(self) -> str:
         return f"GemmOp({self.spec.uri})"
@@ -101,6 +102,7 @@ class GemmOp:
         with torch.cuda.device(device):
             self.library.prepare(device)
         _DEVICES.setdefault(device, torch.device("cuda", device))
+        self._templates.setdefault(device, {})
         self._ready.add(device)
 
     def _first_use(self, x: torch.Tensor, dev: int) -> None:
@@ -197,14 +199,21 @@ class GemmOp:
                 checks.tensor("out", out, self._out_dtype, dev)
             if out.shape != out_shape:
                 checks.shape("out", out, out_shape)
-        else:
-            out = torch.empty(*out_shape, dtype=self._out_dtype, device=_DEVICES[dev])
+        else:   # empty_like of a cached zero-stride template: cheaper than torch.empty's argument parsing
+            template = self._templates[dev].get(out_shape)
+            if template is None:
+                template = self._output_template(out_shape, dev)
+            out = _empty_like(template)
         if _grad_enabled() and (x.requires_grad or weight.requires_grad or getattr(bias, "requires_grad", False)
                                 or self._more_inputs):
             checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
         bias_ptr = row_ptr = col_ptr = 0
         if bias is not None:
-            bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
+            if type(bias) is Tensor and bias.dtype is self._bias_dtype and bias.get_device() == dev and \
+                    bias.shape == (N,) and bias.is_contiguous():
+                bias_ptr = bias.data_ptr()
+            if not bias_ptr or bias_ptr % ALIGN_BYTES:   # the general check: passes, or raises naming it
+                bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
         if residual is not None:
             checks.tensor("residual", residual, self._res_dtype, dev)
             checks.shape("residual", residual, out_shape)
@@ -216,18 +225,26 @@ class GemmOp:
             return out
         if K == 0:   # F.linear's convention: an empty sum is zero, then the epilogue
             return self._empty_sum(out, M, N, bias, residual, alpha, beta)
-        # Operand layouts TMA can read: unit last-dim stride, 16-byte aligned rows and base.
-        x2 = x if ndim == 2 else checks.flat2d("x", x, K)
-        lda, a_ptr = checks.row_major("x", x2, M, K, self._in_size)
+        # Operand layouts TMA can read: unit last-dim stride, 16-byte aligned rows and base.  A
+        # contiguous operand is the common case, settled by one call; anything else gets the general check.
+        a_ptr = x.data_ptr()
+        if x.is_contiguous() and not (K * self._in_size % ALIGN_BYTES or a_ptr % ALIGN_BYTES):
+            lda = K
+        else:
+            lda, a_ptr = checks.row_major("x", x if ndim == 2 else checks.flat2d("x", x, K), M, K, self._in_size)
         b_rows, b_cols = (N, K) if self._nk else (K, N)
-        ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._w_size)
+        b_ptr = weight.data_ptr()
+        if weight.is_contiguous() and not (b_cols * self._w_size % ALIGN_BYTES or b_ptr % ALIGN_BYTES):
+            ldb = b_cols
+        else:
+            ldb, b_ptr = checks.row_major("weight", weight, b_rows, b_cols, self._w_size)
         if given_out:
             d2 = out if ndim == 2 else checks.flat2d("out", out, N)
             ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_size)
         else:                  # ours: contiguous, and the caching allocator aligns blocks to 512 bytes
-            if (N * self._out_size) % checks.ALIGN_BYTES:
+            if (N * self._out_size) % ALIGN_BYTES:
                 raise ValueError(f"weight gives N = {N}, which must be a multiple of "
-                                 f"{checks.ALIGN_BYTES // self._out_size} so that each {self._out_dtype} output "
+                                 f"{ALIGN_BYTES // self._out_size} so that each {self._out_dtype} output "
                                  "row is 16-byte aligned (TMA needs it)")
             ldd, d_ptr = N, out.data_ptr()
         c_ptr = ldc = 0
@@ -242,13 +259,42 @@ class GemmOp:
                     row_ptr or col_ptr or (c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_size != self._out_size)):
                 self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
                                      bias_ptr, row_ptr, col_ptr)
-        fields = (M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr, alpha, beta)
+        ws_ptr = ws_bytes = 0
+        if self._stream_k:   # kept alive (by this frame) until the launch is on the stream
+            workspace = self._workspace((M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr,
+                                         col_ptr, alpha, beta), launch, dev)
+            if workspace is not None:
+                ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel()
+        problem = self._pack(M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr,
+                             alpha, beta, *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
         if _ONE_DEVICE or dev == _current_device():
-            self._launch(fields, launch, dev)
+            rc = self._fg_run(problem)
         else:
             with torch.cuda.device(dev):   # the library launches on the current device: make it x's
-                self._launch(fields, launch, dev)
+                rc = self._fg_run(problem)
+        if rc:
+            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
+                                 f"(M={M}, N={N}, K={K})")
         return out
+
+    def _output_template(self, out_shape, dev: int) -> torch.Tensor:
+        """A zero-stride view of one element with the output's shape: empty_like gives a fresh
+        contiguous output of that shape.  One per shape seen (bounded: prefill shapes vary)."""
+        templates = self._templates[dev]
+        if len(templates) >= 1024:
+            templates.clear()
+        template = templates[out_shape] = torch.empty(1, dtype=self._out_dtype,
+                                                      device=_DEVICES[dev]).expand(out_shape)
+        return template
+
+    def _workspace(self, fields, launch: LaunchOptions, dev: int) -> Optional[torch.Tensor]:
+        """Stream-K's workspace, from the caching allocator on this stream: stream-ordered and
+        capture-safe (inside a capture it comes from the graph's pool, which the graph keeps)."""
+        key = (fields[0], fields[1], fields[2], launch, dev)   # the size depends on the SM count
+        need = self._ws_sizes.get(key)
+        if need is None:
+            need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
+        return torch.empty(need, dtype=torch.uint8, device=_DEVICES[dev]) if need else None
 
     def _check_aliasing(self, M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd, bias_ptr,
                         row_ptr, col_ptr) -> None:
@@ -269,23 +315,6 @@ class GemmOp:
                              "out=residual, the same tensor)")
         if hit is not None:
             raise ValueError(f"out overlaps {hit}: the kernel would read what it writes")
-
-    def _launch(self, fields, launch: LaunchOptions, dev: int) -> None:
-        ws_ptr = ws_bytes = 0
-        if self._stream_k:
-            key = (fields[0], fields[1], fields[2], launch, dev)   # the size depends on the SM count
-            need = self._ws_sizes.get(key)
-            if need is None:
-                need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
-            if need:   # from the caching allocator, on this stream: stream-ordered, capture-safe
-                workspace = torch.empty(need, dtype=torch.uint8, device=torch.device("cuda", dev))
-                ws_ptr, ws_bytes = workspace.data_ptr(), need
-        buf, addr = self._thread_buffer()
-        self._pack(buf, 0, *fields, *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
-        rc = self._fg_run(addr)
-        if rc:
-            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
-                                 f"(M={fields[0]}, N={fields[1]}, K={fields[2]})")
 
     def _empty_sum(self, out, M, N, bias, residual, alpha, beta):
         acc = torch.zeros((M, N), dtype=torch.float32, device=out.device)
