@@ -13,8 +13,8 @@ from importlib import import_module as _import_module
 from .errors import FusedGemmError, KernelNotReadyError
 
 try:
-    from .generator import (BuildError, BuildWarning, Epilogue, GemmSpec, LaunchOptions, SpecError, TileConfig,
-                            ToolchainError)
+    from .generator import (BuildError, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, SpecError,
+                            TileConfig, ToolchainError)
 except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
     if _exc.name != f"{__name__}.generator":
         raise
@@ -26,6 +26,10 @@ __version__ = "0.2.0"
 _RUNTIME = {  # name -> module that defines it (imported, with torch, on first access)
     "linear": "fused_gemm.gemm.linear",
     "GemmOp": "fused_gemm.gemm.op",
+    "gated_linear": "fused_gemm.gated.api",
+    "pack_gate_up": "fused_gemm.gated.op",
+    "unpack_gate_up": "fused_gemm.gated.op",
+    "GatedOp": "fused_gemm.gated.op",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -44,6 +48,7 @@ def __dir__():
 
 
 __all__ = [
-    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GemmOp", "GemmSpec", "KernelNotReadyError",
-    "LaunchOptions", "SpecError", "TileConfig", "ToolchainError", "compile", "linear", "warmup",
+    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
+    "KernelNotReadyError", "LaunchOptions", "SpecError", "TileConfig", "ToolchainError", "compile", "gated_linear",
+    "linear", "pack_gate_up", "unpack_gate_up", "warmup",
 ]

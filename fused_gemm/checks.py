@@ -11,13 +11,13 @@ ALIGN_BYTES = 16          # TMA: base addresses and row strides are multiples of
 INT32_LIMIT = 1 << 31     # CUTLASS problem shapes are int
 
 
-def tensor(name: str, t, dtype: torch.dtype, dev: int) -> None:
-    """``t`` is a tensor of ``dtype`` on CUDA device ``dev``."""
+def tensor(name: str, t, dtype: torch.dtype, dev: Optional[int]) -> None:
+    """``t`` is a tensor of ``dtype`` on CUDA device ``dev`` (any device if None)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype is not dtype:
         raise TypeError(f"{name} has dtype {t.dtype}, but this kernel takes {dtype}")
-    if t.get_device() != dev:
+    if dev is not None and t.get_device() != dev:
         raise ValueError(f"{name} is on {t.device}, but x is on cuda:{dev}")
 
 
@@ -53,6 +53,15 @@ def row_major(name: str, t: torch.Tensor, rows: int, cols: int, itemsize: int):
         raise ValueError(f"{name} data pointer is not {ALIGN_BYTES}-byte aligned (TMA needs it); "
                          f"pass a fresh or .contiguous() tensor")
     return ld, ptr
+
+
+def matrix(name: str, t: torch.Tensor, rows: int, cols: int, itemsize: int):
+    """An [..., cols] tensor read as a [rows, cols] TMA-readable matrix: (row stride, data pointer).
+    A contiguous, aligned tensor is settled by one call; anything else gets the full check."""
+    ptr = t.data_ptr()
+    if t.is_contiguous() and not (cols * itemsize % ALIGN_BYTES or ptr % ALIGN_BYTES):
+        return cols, ptr
+    return row_major(name, flat2d(name, t, cols), rows, cols, itemsize)
 
 
 def vector(name: str, t, length: int, dtype: torch.dtype, dev: int) -> int:
@@ -94,6 +103,17 @@ def overlapping(spans, out_span) -> Optional[str]:
         if a < hi and lo < b:
             return name
     return None
+
+
+def refuse_overlap(spans, out_span) -> None:
+    """Raises ValueError if ``out_span`` meets any (name, lo, hi) input span: the kernel would read
+    what it writes.  A residual is in place only as exactly ``out`` (left out of ``spans``)."""
+    hit = overlapping(spans, out_span)
+    if hit == "residual":
+        raise ValueError("residual overlaps out without being exactly out (an in-place residual is "
+                         "out=residual, the same tensor)")
+    if hit is not None:
+        raise ValueError(f"out overlaps {hit}: the kernel would read what it writes")
 
 
 def refuse_grad(op: str, *tensors) -> None:

@@ -5,13 +5,14 @@ Imports no torch: the codegen CLI and build machines need only Python, Jinja2, C
 from .build import BuildResult, build, build_command, build_many, default_jobs, locate
 from .errors import BuildError, BuildWarning, SpecError, ToolchainError
 from .family import KernelFamily
+from .gated import GatedSpec
 from .gemm import DEFAULT_LAUNCH, Epilogue, GemmSpec, LaunchOptions, TileConfig
 from .registry import FAMILIES, family_of, preset, spec_from_uri
 from .render import render
 from .toolchain import Toolchain
 
 __all__ = [
-    "BuildError", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GemmSpec",
+    "BuildError", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
     "KernelFamily", "LaunchOptions", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
     "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

@@ -5,8 +5,9 @@ Layout (FlashInfer-style, one folder per toolchain and arch):
       cutlass-4.2.0_nvcc-13.0.88/sm90a/<spec uri>/<key>/{kernel.cu, lib.so, build.log, meta.json}
 (any family: the URI starts with the family's name)
 
-The key hashes what decides the machine code: the rendered source, the hand-written headers it
-includes, the codegen flags and the toolchain versions.  Host paths and the Python version never
+The key hashes what decides the machine code: the rendered source, the hand-written headers its
+family includes (csrc/fused_gemm/common and the family's own folder: adding a family leaves the
+others' kernels valid), the codegen flags and the toolchain versions.  Host paths and the Python version never
 enter it, so a cache copied to another machine with the same nvcc and CUTLASS is valid there.
 
 Concurrency: builders of one entry serialise on an flock'd file (the kernel releases it when a
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 from .paths import csrc_dir
 from .toolchain import Toolchain, codegen_flags
@@ -40,16 +41,18 @@ def cache_root() -> Path:
 
 
 @lru_cache(maxsize=None)
-def _csrc_digest(root: Path) -> str:
+def _csrc_digest(root: Path, folders: Tuple[str, ...]) -> str:
     h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".inl", ".cuh")):
+    paths = (p for folder in folders for p in (root / folder).rglob("*"))
+    for path in sorted(p for p in paths if p.is_file() and p.suffix in (".h", ".hpp", ".inl", ".cuh")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def cache_key(source: str, arch: str, toolchain: Toolchain) -> str:
+def cache_key(source: str, arch: str, toolchain: Toolchain, csrc_folders: Tuple[str, ...]) -> str:
     h = hashlib.sha256()
-    for part in (source, _csrc_digest(csrc_dir()), " ".join(codegen_flags(arch)), *toolchain.key_parts()):
+    for part in (source, _csrc_digest(csrc_dir(), csrc_folders), " ".join(codegen_flags(arch)),
+                 *toolchain.key_parts()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 
@@ -96,7 +99,8 @@ class CacheEntry:
 
 
 def entry_for(spec, source: str, toolchain: Toolchain) -> CacheEntry:
-    key = cache_key(source, spec.arch, toolchain)
+    from .registry import family_of
+    key = cache_key(source, spec.arch, toolchain, family_of(spec).csrc_folders)
     tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
     return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)
 

@@ -30,6 +30,13 @@ class KernelFamily:
     op: str                                           # "module:Class" of the runtime op (imported lazily)
     cutlass_examples: Tuple[str, ...] = ()            # examples/<name> folders put on the include path
     cli: Any = None                                   # module with add_arguments(group) and spec_from_args(args)
+    csrc_includes: Tuple[str, ...] = ()               # other families' csrc folders its kernels include
+
+    @property
+    def csrc_folders(self) -> Tuple[str, ...]:
+        """csrc/ folders whose headers its kernels include (they enter the cache key)."""
+        return ("fused_gemm/common", f"fused_gemm/{self.name}",
+                *(f"fused_gemm/{name}" for name in self.csrc_includes))
 
     def from_uri(self, uri: str):
         return self.spec_type.from_uri(uri)

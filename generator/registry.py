@@ -5,9 +5,10 @@ from typing import Dict, List
 
 from .errors import SpecError
 from .family import KernelFamily
+from .gated import FAMILY as GATED
 from .gemm import FAMILY as GEMM
 
-FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM,)}
+FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED)}
 
 
 def family_of(spec) -> KernelFamily:

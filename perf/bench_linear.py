@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import fused_gemm  # noqa: E402
 from fused_gemm.gemm.linear import select  # noqa: E402
-from timing import compare, rotation_count  # noqa: E402  (perf/, the script's folder)
+from timing import compare, rotation_count, warm_gpu  # noqa: E402  (perf/, the script's folder)
 
 PREFILL = [(4096, 4096, 4096), (4096, 14336, 4096)]
 DECODE = [(m, n, 4096) for m in (1, 16) for n in (4096, 14336)]
@@ -57,18 +57,6 @@ def cublas(s):
 
 def eager(s):
     return lambda: F.gelu(F.linear(s[0], s[1], s[2]), approximate="tanh")
-
-
-def warm_gpu(seconds: float = 2.0) -> None:
-    """Sustained GEMMs until clocks and temperature settle, so every row sees the steady state
-    that serving runs in (a cool GPU boosts for a second or two, unevenly across kernels)."""
-    import time
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for _ in range(10):
-            torch.mm(a, a)
-        torch.cuda.synchronize()
 
 
 def prefill_row(m, n, k, dtype):

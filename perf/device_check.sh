@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|tests|bench|host|sweep|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|host|sweep|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -20,15 +20,20 @@ status=0
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
-    build) run build fused-gemm build --preset gpu-tests -q ;;
+    build) run build fused-gemm build --preset gpu-tests -q && run build-gated fused-gemm build --preset gated-tests -q ;;
+    build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
+    test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
+    gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
     host)  run host python3 perf/host_overhead.py ;;
     all)   run build fused-gemm build --preset gpu-tests -q
+           run build-gated fused-gemm build --preset gated-tests -q
            run tests python3 -m pytest tests -q -m "not compile and not toolchain" -p no:cacheprovider
            run host python3 perf/host_overhead.py
-           run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
+           run bench python3 perf/bench_linear.py --json "$OUT/bench.json"
+           run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

@@ -17,7 +17,7 @@ import torch
 
 import fused_gemm
 from fused_gemm.gemm.linear import select
-from fused_gemm.gemm.op import _raw_stream
+from fused_gemm.kernel_op import raw_stream
 
 
 def per_call_us(fn, n: int = 5000) -> float:
@@ -54,7 +54,7 @@ def rows():
     op, launch = select(x, b, "gelu_tanh", None, None, None, torch.bfloat16, 1)
     lib = op.library
     fields = (1, d, d, x.data_ptr(), d, w.data_ptr(), d, 0, d, out.data_ptr(), d, b.data_ptr(), 0, 0,
-              1.0, 1.0, *launch.abi, 0, 0, 0, 0, _raw_stream(0))
+              1.0, 1.0, *launch.abi, 0, 0, 0, 0, raw_stream(0))
     ws = [torch.randn(d, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
     bs = [torch.randn(d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]
     outs = [torch.empty(1, d, dtype=torch.bfloat16, device="cuda") for _ in range(32)]

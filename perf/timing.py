@@ -81,3 +81,28 @@ def per_call(calls: Calls, reps: int = 5, min_calls: int = 200) -> float:
 
 def in_graph(calls: Calls, reps: int = 7, min_calls: int = 64) -> float:
     return compare({"x": calls}, graph=True, reps=reps, min_calls=min_calls)["x"]
+
+
+def warm_gpu(seconds: float = 2.0) -> None:
+    """Sustained GEMMs until clocks and temperature settle, so every row sees the steady state
+    that serving runs in (a cool GPU boosts for a second or two, unevenly across kernels)."""
+    import time
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(10):
+            torch.mm(a, a)
+        torch.cuda.synchronize()
+
+
+def copy_bandwidth(nbytes: int = 2 << 30, reps: int = 10) -> float:
+    """Device copy bandwidth in bytes/s, counting bytes read plus bytes written (the HBM floor's
+    yardstick: a weight-bound kernel reads its weights once)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        times.append(_event_time(lambda: dst.copy_(src)))
+    return 2 * nbytes / statistics.median(times)

@@ -11,15 +11,23 @@ from fused_gemm.generator import cache, toolchain
 from fused_gemm.generator.build import performance_problems
 
 TC = Toolchain(Path("/opt/cuda-a/bin/nvcc"), "13.0.88", "4.2.0")
+F = ("fused_gemm/common", "fused_gemm/gemm")   # the GEMM family's csrc folders
 
 
 def test_key_ignores_host_paths_and_depends_on_what_matters():
     src = render(GemmSpec("bf16", epilogue="bias+gelu_tanh"))
-    key = cache.cache_key(src, "sm90a", TC)
-    assert key == cache.cache_key(src, "sm90a", Toolchain(Path("/elsewhere/nvcc"), "13.0.88", "4.2.0"))
-    assert key != cache.cache_key(src + "\n", "sm90a", TC)
-    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.99", "4.2.0"))
-    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.88", "4.3.0"))
+    key = cache.cache_key(src, "sm90a", TC, F)
+    assert key == cache.cache_key(src, "sm90a", Toolchain(Path("/elsewhere/nvcc"), "13.0.88", "4.2.0"), F)
+    assert key != cache.cache_key(src + "\n", "sm90a", TC, F)
+    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.99", "4.2.0"), F)
+    assert key != cache.cache_key(src, "sm90a", Toolchain(TC.nvcc, "13.0.88", "4.3.0"), F)
+    assert key != cache.cache_key(src, "sm90a", TC, ("fused_gemm/common", "fused_gemm/gated"))
+
+
+def test_a_family_key_ignores_other_families_headers():
+    from fused_gemm.generator.registry import FAMILIES
+    assert FAMILIES["gemm"].csrc_folders == F
+    assert "fused_gemm/gemm" not in FAMILIES["gated"].csrc_folders
 
 
 def test_flags_in_the_key_have_no_paths():
@@ -32,12 +40,12 @@ def test_key_is_the_same_in_another_process_and_folder(tmp_path):
     """No Python version, cwd or cache location leaks into the key."""
     code = ("from pathlib import Path; from fused_gemm.generator import GemmSpec, Toolchain, render, cache;"
             "print(cache.cache_key(render(GemmSpec('fp16', epilogue='bias+silu')), 'sm90a', "
-            "Toolchain(Path('/x/nvcc'), '13.0.88', '4.2.0')))")
+            "Toolchain(Path('/x/nvcc'), '13.0.88', '4.2.0'), ('fused_gemm/common', 'fused_gemm/gemm')))")
     env = dict(os.environ, FUSED_GEMM_CACHE_DIR=str(tmp_path / "c"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     here = cache.cache_key(render(GemmSpec("fp16", epilogue="bias+silu")), "sm90a",
-                           Toolchain(Path("/x/nvcc"), "13.0.88", "4.2.0"))
+                           Toolchain(Path("/x/nvcc"), "13.0.88", "4.2.0"), F)
     assert out.stdout.strip() == here
 
 

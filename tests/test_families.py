@@ -38,7 +38,7 @@ def test_runtime_names_load_on_first_use():
 
 
 def test_every_family_has_its_files():
-    assert "gemm" in FAMILIES
+    assert {"gemm", "gated"} <= set(FAMILIES)
     for family in FAMILIES.values():
         spec = next(iter(family.presets.values()))()[0]
         assert family_of(spec) is family and spec.uri.startswith(family.name + "_")
@@ -49,8 +49,10 @@ def test_every_family_has_its_files():
 
 
 def test_abi_table_matches_what_the_runtime_packs():
+    from fused_gemm.gated.op import PACK_ORDER as GATED_PACK_ORDER
     from fused_gemm.gemm.op import PACK_ORDER
     assert PACK_ORDER == PROBLEM.names
+    assert GATED_PACK_ORDER == FAMILIES["gated"].abi.names
     names = PROBLEM.names
     assert names[names.index("splits"):names.index("pdl") + 1] == (
         "splits", "swizzle", "raster", "decomposition", "reduction", "pdl")

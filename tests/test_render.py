@@ -16,7 +16,7 @@ def test_render_is_deterministic_and_complete(epilogue, config):
     assert spec.uri in src
     assert "{{" not in src and "{%" not in src
     assert src.count("(") == src.count(")") and src.count("{") == src.count("}")
-    assert '#include "fused_gemm/gemm/sm90_exports.inl"' in src
+    assert '#include "fused_gemm/common/sm90_exports.inl"' in src
     assert "typedef struct FgGemmProblem" in src and "static_assert(sizeof(FgGemmProblem) == 176" in src
 
 

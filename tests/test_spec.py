@@ -96,7 +96,7 @@ def test_uri_round_trips_for_every_preset_spec():
     specs = list(_every_preset_spec())
     assert len(specs) > 50
     for spec in specs:
-        assert GemmSpec.from_uri(spec.uri) == spec
+        assert type(spec).from_uri(spec.uri) == spec
         assert spec_from_uri(spec.uri) == spec
     odd = GemmSpec("fp16", out_dtype="fp32", residual_dtype="bf16", b_layout="kn", pdl=False,
                    epilogue="row_scale+col_scale+bias+gelu_tanh+residual",
@@ -112,3 +112,28 @@ def test_bad_uris_raise(uri, fragment):
     from fused_gemm.generator import spec_from_uri
     with pytest.raises(SpecError, match=fragment):
         spec_from_uri(uri)
+
+
+# -- the gated family ----------------------------------------------------------------------------
+def test_gated_uri_round_trips_and_names_every_parameter():
+    from fused_gemm.generator import GatedSpec, render, spec_from_uri
+    from fused_gemm.generator.gated import gated_specs
+    for spec in gated_specs("fp16", "gelu_tanh", bias=True, residual=True, out_dtype="fp32"):
+        assert spec_from_uri(spec.uri) == spec
+        assert "act-gelu_tanh" in spec.uri and "_bias-fp16" in spec.uri and "_c-fp32" in spec.uri
+        src = render(spec)
+        assert "fused_gemm::GatedPairOp<cutlass::epilogue::thread::GELU_taylor<float>" in src
+        assert "Sm90PairCollectiveEpilogue<PairOp, " + ("true" if spec.config.swap_ab else "false") in src
+    assert GatedSpec().uri == "gated_sm90a_a-bf16_d-bf16_t128x128x64_c1x2x1_pp_persist_act-silu"
+
+
+def test_gated_spec_refuses_what_its_epilogue_cannot_do():
+    from fused_gemm.generator import GatedSpec
+    with pytest.raises(SpecError, match="multiple of 16"):
+        GatedSpec(config=TileConfig((128, 72, 64), (1, 1, 1), "pingpong"))
+    with pytest.raises(SpecError, match="stream-K"):
+        GatedSpec(config=TileConfig((128, 128, 64), (1, 1, 1), "cooperative", "stream_k"))
+    with pytest.raises(SpecError, match="activation"):
+        GatedSpec(activation="tanh")
+    with pytest.raises(SpecError, match="no mainloop"):
+        GatedSpec("e4m3")

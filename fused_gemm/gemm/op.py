@@ -11,49 +11,26 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 import torch
-import torch.nn.functional as F
 
 from .. import checks
 from ..checks import ALIGN_BYTES, INT32_LIMIT
-from ..errors import FusedGemmError
 from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
 from ..generator.gemm.abi import PROBLEM
-from ..library import STATUS_NAMES, KernelLibrary
+from ..kernel_op import DEVICES, TORCH_ACTIVATIONS, TORCH_DTYPES, KernelOp, raw_stream
+from ..library import KernelLibrary
 from ..torch_ops import _dispatch_modes, _is_compiling
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-ARCH_CAPABILITY = {"sm90a": (9, 0)}
-# Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.
-TORCH_ACTIVATIONS = {
-    "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
-    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
-}
 # The order GemmOp packs its fields in; tests/test_families.py checks it against the ABI table.
 PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bias", "row_scale", "col_scale",
               "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
               "reserved", "workspace", "workspace_bytes", "stream")
 
-try:  # the raw-stream getter skips building a torch.cuda.Stream object on every call
-    _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover - older/newer torch
-    def _raw_stream(index: int) -> int:
-        return torch.cuda.current_stream(index).cuda_stream
-
-try:  # skips torch.cuda.current_device()'s lazy-init check on every call
-    _current_device = torch._C._cuda_getDevice
-except AttributeError:  # pragma: no cover
-    _current_device = torch.cuda.current_device
-
-_is_capturing = torch.cuda.is_current_stream_capturing
 _grad_enabled = torch.is_grad_enabled
-_empty_like = torch.empty_like
 _INF = float("inf")
 Tensor = torch.Tensor
-_ONE_DEVICE = torch.cuda.device_count() <= 1   # then x's device is the current one: skip asking
-_DEVICES: Dict[int, torch.device] = {}   # ordinal -> device object, built once (a call would make one per call)
 
 
-class GemmOp:
+class GemmOp(KernelOp):
     """A compiled fused GEMM: ``op(x, weight, bias, activation, residual, *, alpha, beta, row_scale,
     col_scale, out_dtype, out, launch)`` returns D (the same arguments, in the same order, as
     ``fused_gemm.linear``; ``activation``, if given, must be the spec's).
@@ -64,8 +41,7 @@ class GemmOp:
 
     def __init__(self, spec: GemmSpec, library: KernelLibrary):
         assert library.packer.format == PROBLEM.format
-        self.spec = spec
-        self.library = library
+        super().__init__(spec, library)
         ep = spec.epilogue
         self._dtype = TORCH_DTYPES[spec.a_dtype]
         self._w_dtype = TORCH_DTYPES[spec.b_dtype]
@@ -82,37 +58,6 @@ class GemmOp:
         self._bias_size = self._bias_dtype.itemsize
         self._stream_k = spec.config.scheduler == "stream_k"
         self._ws_sizes: Dict[tuple, int] = {}
-        self._ready: set = set()          # device ordinals checked and prepared
-        self._supports_pdl = library.supports_pdl
-        self._fg_run = library._fg_run
-        self._pack = library.pack
-        self._templates: Dict[int, dict] = {}   # device -> {output shape: zero-stride template}
-
-    def __repr__(self) -> str:
-        return f"GemmOp({self.spec.uri})"
-
-    # -- first use on a device ------------------------------------------------------------------
-    def prepare(self, device: int) -> None:
-        """Loads the kernel on ``device`` and sets its attributes: outside any graph capture."""
-        want = ARCH_CAPABILITY[self.spec.arch]
-        have = torch.cuda.get_device_capability(device)
-        if have != want:
-            raise ValueError(f"cuda:{device} is a {torch.cuda.get_device_name(device)} (sm_{have[0]}{have[1]}), "
-                             f"but this kernel is built for {self.spec.arch}")
-        with torch.cuda.device(device):
-            self.library.prepare(device)
-        _DEVICES.setdefault(device, torch.device("cuda", device))
-        self._templates.setdefault(device, {})
-        self._ready.add(device)
-
-    def _first_use(self, x: torch.Tensor, dev: int) -> None:
-        if dev < 0:
-            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
-        if _is_capturing():
-            from ..jit import not_ready
-            raise not_ready(self.spec, f"its first call on cuda:{dev} is inside a CUDA-graph capture, where it "
-                                       "cannot be loaded")
-        self.prepare(dev)
 
     def _check_presence(self, **given) -> None:
         ep = self.spec.epilogue
@@ -199,11 +144,8 @@ class GemmOp:
                 checks.tensor("out", out, self._out_dtype, dev)
             if out.shape != out_shape:
                 checks.shape("out", out, out_shape)
-        else:   # empty_like of a cached zero-stride template: cheaper than torch.empty's argument parsing
-            template = self._templates[dev].get(out_shape)
-            if template is None:
-                template = self._output_template(out_shape, dev)
-            out = _empty_like(template)
+        else:
+            out = self.new_output(out_shape, self._out_dtype, dev)
         if _grad_enabled() and (x.requires_grad or weight.requires_grad or getattr(bias, "requires_grad", False)
                                 or self._more_inputs):
             checks.refuse_grad("gemm", x, weight, bias, residual, row_scale, col_scale)
@@ -266,26 +208,9 @@ class GemmOp:
             if workspace is not None:
                 ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel()
         problem = self._pack(M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr, col_ptr,
-                             alpha, beta, *launch.abi, dev, 0, ws_ptr, ws_bytes, _raw_stream(dev))
-        if _ONE_DEVICE or dev == _current_device():
-            rc = self._fg_run(problem)
-        else:
-            with torch.cuda.device(dev):   # the library launches on the current device: make it x's
-                rc = self._fg_run(problem)
-        if rc:
-            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
-                                 f"(M={M}, N={N}, K={K})")
+                             alpha, beta, *launch.abi, dev, 0, ws_ptr, ws_bytes, raw_stream(dev))
+        self.launch(problem, dev, M, N, K)
         return out
-
-    def _output_template(self, out_shape, dev: int) -> torch.Tensor:
-        """A zero-stride view of one element with the output's shape: empty_like gives a fresh
-        contiguous output of that shape.  One per shape seen (bounded: prefill shapes vary)."""
-        templates = self._templates[dev]
-        if len(templates) >= 1024:
-            templates.clear()
-        template = templates[out_shape] = torch.empty(1, dtype=self._out_dtype,
-                                                      device=_DEVICES[dev]).expand(out_shape)
-        return template
 
     def _workspace(self, fields, launch: LaunchOptions, dev: int) -> Optional[torch.Tensor]:
         """Stream-K's workspace, from the caching allocator on this stream: stream-ordered and
@@ -294,7 +219,7 @@ class GemmOp:
         need = self._ws_sizes.get(key)
         if need is None:
             need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
-        return torch.empty(need, dtype=torch.uint8, device=_DEVICES[dev]) if need else None
+        return torch.empty(need, dtype=torch.uint8, device=DEVICES[dev]) if need else None
 
     def _check_aliasing(self, M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd, bias_ptr,
                         row_ptr, col_ptr) -> None:
@@ -309,12 +234,7 @@ class GemmOp:
             spans.append(("col_scale", col_ptr, col_ptr + N * 4))
         if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_size != self._out_size):   # out=residual: in place
             spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_size))
-        hit = checks.overlapping(spans, out_span)
-        if hit == "residual":
-            raise ValueError("residual overlaps out without being exactly out (an in-place residual is "
-                             "out=residual, the same tensor)")
-        if hit is not None:
-            raise ValueError(f"out overlaps {hit}: the kernel would read what it writes")
+        checks.refuse_overlap(spans, out_span)
 
     def _empty_sum(self, out, M, N, bias, residual, alpha, beta):
         acc = torch.zeros((M, N), dtype=torch.float32, device=out.device)

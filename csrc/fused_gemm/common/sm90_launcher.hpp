@@ -1,5 +1,7 @@
-// Launch glue for one generated sm90 kernel: turns an fg Problem into CUTLASS arguments and
-// launches with the fewest host calls we can (the launch path runs every decode step).
+// Launch glue for one generated sm90 kernel of any family: the family's `Kernel` turns its
+// Problem into CUTLASS arguments (Kernel::arguments); this launches with the fewest host calls we
+// can (the launch path runs every decode step).  A family's Problem has, besides its own fields:
+// device, pdl, workspace, workspace_bytes and stream (the last field: it is not part of the key).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,11 +25,8 @@
 #include "fused_gemm/common/driver_entry.hpp"
 #include "fused_gemm/common/params_cache.hpp"
 #include "fused_gemm/common/status.h"
-#include "fused_gemm/gemm/sm90_stream_k.hpp"
 
 namespace fused_gemm {
-
-using Problem = FgGemmProblem;  // generated from generator/gemm/abi.py into the translation unit
 
 // A packed rank-2 stride with one unit mode and one dynamic leading dimension, batch stride 0.
 template <class Stride>
@@ -41,6 +40,13 @@ Stride leading_dim_stride(int64_t ld) {
   return s;
 }
 
+// The tile-scheduler knobs every family's Problem carries (swizzle, raster).
+template <class SchedulerArguments, class Problem>
+void set_scheduler_arguments(SchedulerArguments &sched, Problem const &p) {
+  sched.max_swizzle_size = p.swizzle > 0 ? p.swizzle : 1;
+  sched.raster_order = static_cast<std::remove_reference_t<decltype(sched.raster_order)>>(p.raster);
+}
+
 // Multiprocessor counts never change; the persistent schedulers need one per launch.
 inline int sm_count(int device) {
   static std::atomic<int> counts[kMaxDevices] = {};
@@ -52,50 +58,20 @@ inline int sm_count(int device) {
   return count;
 }
 
-// Kernel (generated) provides: GemmKernel, kSwapAB, kStreamK, fusion_arguments(Problem).
+// Kernel (generated) provides: Problem, GemmKernel, and
+//   static Arguments arguments(Problem const &, cutlass::KernelHardwareInfo const &).
 template <class Kernel>
 struct Sm90Launcher {
+  using Problem = typename Kernel::Problem;
   using GemmKernel = typename Kernel::GemmKernel;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
-  using ElementA = typename Gemm::ElementA;
-  using ElementB = typename Gemm::ElementB;
-  using ElementC = typename GemmKernel::ElementC;
-  using ElementD = typename GemmKernel::ElementD;
-  using ElementCPtr = std::conditional_t<std::is_void_v<ElementC>, void, ElementC>;
 
   static Arguments arguments(Problem const &p, int device) {
-    // swap-AB runs D^T[N,M] = B[N,K] . A[M,K]^T: the weight becomes the kernel's A operand.
-    int64_t const M = Kernel::kSwapAB ? p.n : p.m;
-    int64_t const N = Kernel::kSwapAB ? p.m : p.n;
-    void const *ptr_a = Kernel::kSwapAB ? p.b : p.a;
-    void const *ptr_b = Kernel::kSwapAB ? p.a : p.b;
-    int64_t const ld_a = Kernel::kSwapAB ? p.ldb : p.lda;
-    int64_t const ld_b = Kernel::kSwapAB ? p.lda : p.ldb;
-
     cutlass::KernelHardwareInfo hw_info;
     hw_info.device_id = device;
     hw_info.sm_count = sm_count(device);
-
-    Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {static_cast<int>(M), static_cast<int>(N), static_cast<int>(p.k), 1},
-        {static_cast<ElementA const *>(ptr_a), leading_dim_stride<typename GemmKernel::StrideA>(ld_a),
-         static_cast<ElementB const *>(ptr_b), leading_dim_stride<typename GemmKernel::StrideB>(ld_b)},
-        {Kernel::fusion_arguments(p),
-         static_cast<ElementCPtr const *>(p.c), leading_dim_stride<typename GemmKernel::StrideC>(p.ldc),
-         static_cast<ElementD *>(p.d), leading_dim_stride<typename GemmKernel::StrideD>(p.ldd)},
-        hw_info};
-    auto &sched = args.scheduler;
-    sched.max_swizzle_size = p.swizzle > 0 ? p.swizzle : 1;
-    sched.raster_order = static_cast<std::remove_reference_t<decltype(sched.raster_order)>>(p.raster);
-    if constexpr (Kernel::kStreamK) {
-      sched.splits = p.splits > 0 ? p.splits : 1;
-      sched.decomposition_mode =
-          static_cast<std::remove_reference_t<decltype(sched.decomposition_mode)>>(p.decomposition);
-      sched.reduction_mode = static_cast<std::remove_reference_t<decltype(sched.reduction_mode)>>(p.reduction);
-    }
-    return args;
+    return Kernel::arguments(p, hw_info);
   }
 
   static int check_device(Problem const &p) {

@@ -1,0 +1,122 @@
+// An sm90 collective epilogue that works on pairs of accumulator rows of the weight that are 8
+// apart, straight from registers to global memory (no shared memory, no TMA store).
+//
+// Why: fusions like SwiGLU (act(gate) * up) and RoPE (rotate q[j] with q[j + D/2]) combine two
+// output columns of the GEMM.  Packing the weight so that partners sit 8 rows apart inside each
+// 16-row block puts both in the same thread's wgmma accumulator fragment, whichever side of the
+// MMA the weight is on:
+//   * weight on the kernel's N side: a thread holds columns n and n + 8 (fragment values v, v + 4);
+//   * weight on the kernel's M side (swap-AB): a thread holds rows m and m + 8 (values v, v + 2).
+// The sm90 wgmma C fragment is ((2, 2, N/8), MMA_M, MMA_N) with value strides (col+1, row+8, col+8).
+//
+// PairOp supplies Arguments (= Params) and
+//   template <bool kSwapAB> static void apply(Params const &, int token, int packed_row,
+//                                             float first0, float first1, float second0, float second1,
+//                                             int tokens, int packed_rows)
+// where (first0, second0) are the pair at (token, packed_row) / (token, packed_row + 8) and
+// (first1, second1) the next value the thread holds: the next packed row's pair (the next token
+// with swap-AB).  apply() checks bounds and stores.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/detail.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+
+namespace fused_gemm {
+
+template <class PairOp, bool kSwapAB, class ElementD_>
+class Sm90PairEpilogue {
+ public:
+  using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+  using DispatchPolicy = EpilogueSchedule;
+  // The kernel layer names these; this epilogue addresses its outputs itself (PairOp).
+  using ElementC = ElementD_;
+  using ElementD = ElementD_;
+  using StrideC = cute::Stride<int64_t, cute::_1, int64_t>;
+  using StrideD = StrideC;
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+  using ThreadEpilogueOp = PairOp;  // GemmUniversalAdapter names it; nothing here uses it
+
+  struct SharedStorage {};
+  using TensorStorage = SharedStorage;
+  using Arguments = typename PairOp::Arguments;
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void *) {
+    return args;
+  }
+
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
+    return 0;
+  }
+
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const &, Arguments const &, void *, cudaStream_t,
+                                              cutlass::CudaHostAdapter * = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const &problem_shape, Arguments const &) {
+    // Pairs live in 16-row blocks of the packed weight.
+    return (cute::get<kSwapAB ? 0 : 1>(problem_shape) % 16) == 0;
+  }
+
+  CUTLASS_HOST_DEVICE
+  Sm90PairEpilogue(Params const &params, SharedStorage const & = SharedStorage()) : params_(params) {}
+
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_mnk,
+                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char *) {
+    using namespace cute;
+    static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
+    static_assert(size<0, 0>(FrgLayout{}) == 2 && size<0, 1>(FrgLayout{}) == 2,
+                  "expected the sm90 wgmma C fragment ((2, 2, N/8), MMA_M, MMA_N)");
+    static_assert(kSwapAB || size<0, 2>(FrgLayout{}) % 2 == 0, "the tile's N must be a multiple of 16");
+    static_assert(!kSwapAB || size<0>(BlockShapeMNK{}) % 16 == 0, "the tile's M must be a multiple of 16");
+
+    int const M = get<0>(problem_shape_mnkl);
+    int const N = get<1>(problem_shape_mnkl);
+    auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
+    Tensor coords = local_tile(make_identity_tensor(make_shape(M, N)), take<0, 2>(blk_shape_mnk),
+                               make_coord(m_coord, n_coord));                      // (BLK_M, BLK_N) -> (m, n)
+    Tensor thread_coords = tiled_mma.get_thread_slice(thread_idx).partition_C(coords);  // like the accumulators
+    static_assert(decltype(size(thread_coords))::value == decltype(size(accumulators))::value);
+
+    constexpr int kValues = size<0>(FrgLayout{});           // values per fragment: 4 * N/8
+    constexpr int kPartner = kSwapAB ? 2 : 4;                // the value 8 packed rows further on
+    int const tokens = kSwapAB ? N : M;
+    int const packed_rows = kSwapAB ? M : N;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accumulators); i += 2) {
+      int const v = i % kValues;
+      bool const first_of_pair = kSwapAB ? ((v / 2) % 2 == 0) : ((v / 4) % 2 == 0);
+      if (first_of_pair) {
+        auto coord = thread_coords(i);
+        int const token = kSwapAB ? get<1>(coord) : get<0>(coord);
+        int const packed_row = kSwapAB ? get<0>(coord) : get<1>(coord);
+        PairOp::template apply<kSwapAB>(params_, token, packed_row, accumulators(i), accumulators(i + 1),
+                                        accumulators(i + kPartner), accumulators(i + kPartner + 1), tokens,
+                                        packed_rows);
+      }
+    }
+  }
+
+ private:
+  Params params_;
+};
+
+// What the sm90 warp-specialized kernels call (load/store pipelines that do nothing).
+template <class PairOp, bool kSwapAB, class ElementD>
+using Sm90PairCollectiveEpilogue =
+    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Sm90PairEpilogue<PairOp, kSwapAB, ElementD>>;
+
+}  // namespace fused_gemm

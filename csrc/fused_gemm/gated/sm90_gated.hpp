@@ -1,0 +1,103 @@
+// The gated family's epilogue step (SwiGLU / GeGLU): out[t, j] = act(alpha*gate + b_gate[j]) *
+// (alpha*up + b_up[j]) + beta * residual[t, j], on the pairs Sm90PairEpilogue hands over, and
+// the family's CUTLASS arguments from its Problem (generator/gated/abi.py).
+//
+// The weight is packed (fused_gemm.pack_gate_up) in 16-row blocks: rows 16b..16b+7 are gate rows
+// 8b..8b+7 and rows 16b+8..16b+15 the matching up rows, so packed row r (r % 16 < 8) is output
+// column (r / 16) * 8 + r % 8 and its up partner is row r + 8.
+#pragma once
+
+#include <cstdint>
+
+#include "cutlass/array.h"
+#include "cutlass/numeric_conversion.h"
+#include "fused_gemm/common/sm90_launcher.hpp"
+#include "fused_gemm/common/sm90_pair_epilogue.hpp"
+
+namespace fused_gemm {
+
+template <class Activation, class ElementD, class ElementBias, class ElementResidual, bool kBias, bool kResidual>
+struct GatedPairOp {
+  struct Arguments {
+    ElementD *d = nullptr;
+    int64_t ldd = 0;
+    ElementResidual const *c = nullptr;
+    int64_t ldc = 0;
+    ElementBias const *bias_gate = nullptr;  // either may be null: no bias on that side
+    ElementBias const *bias_up = nullptr;
+    float alpha = 1.f;
+    float beta = 1.f;
+  };
+
+  CUTLASS_DEVICE static float gated(Arguments const &p, float gate, float up, int col) {
+    gate *= p.alpha;
+    up *= p.alpha;
+    if constexpr (kBias) {
+      if (p.bias_gate != nullptr) gate += static_cast<float>(p.bias_gate[col]);
+      if (p.bias_up != nullptr) up += static_cast<float>(p.bias_up[col]);
+    }
+    return Activation{}(gate) * up;
+  }
+
+  CUTLASS_DEVICE static float residual(Arguments const &p, int token, int col) {
+    return p.beta * static_cast<float>(p.c[token * p.ldc + col]);
+  }
+
+  template <bool kSwapAB>
+  CUTLASS_DEVICE static void apply(Arguments const &p, int token, int packed_row, float gate0, float gate1, float up0,
+                                   float up1, int tokens, int packed_rows) {
+    if (packed_row >= packed_rows || token >= tokens) return;  // 16-row blocks are whole: row + 8 is in range
+    int const col = (packed_row >> 4) * 8 + (packed_row & 7);
+    cutlass::NumericConverter<ElementD, float> to_d;
+    if constexpr (kSwapAB) {  // the second value is the next token, same column
+      float out0 = gated(p, gate0, up0, col);
+      if constexpr (kResidual) out0 += residual(p, token, col);
+      p.d[token * p.ldd + col] = to_d(out0);
+      if (token + 1 < tokens) {
+        float out1 = gated(p, gate1, up1, col);
+        if constexpr (kResidual) out1 += residual(p, token + 1, col);
+        p.d[(token + 1) * p.ldd + col] = to_d(out1);
+      }
+    } else {  // the second value is the next column (col is even): one 2-element store
+      cutlass::AlignedArray<ElementD, 2> out;
+      float out0 = gated(p, gate0, up0, col);
+      float out1 = gated(p, gate1, up1, col + 1);
+      if constexpr (kResidual) {
+        out0 += residual(p, token, col);
+        out1 += residual(p, token, col + 1);
+      }
+      out[0] = to_d(out0);
+      out[1] = to_d(out1);
+      *reinterpret_cast<cutlass::AlignedArray<ElementD, 2> *>(p.d + token * p.ldd + col) = out;
+    }
+  }
+};
+
+// Kernel provides: Problem, GemmKernel, kSwapAB, epilogue_arguments(Problem).
+template <class Kernel>
+typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments gated_arguments(
+    typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
+  using GemmKernel = typename Kernel::GemmKernel;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using ElementA = typename Gemm::ElementA;
+  using ElementB = typename Gemm::ElementB;
+  // The packed weight is [2N, K]; swap-AB puts it on the kernel's A side (M = 2N).
+  int64_t const packed = 2 * p.n;
+  int64_t const M = Kernel::kSwapAB ? packed : p.m;
+  int64_t const N = Kernel::kSwapAB ? p.m : packed;
+  void const *ptr_a = Kernel::kSwapAB ? p.b : p.a;
+  void const *ptr_b = Kernel::kSwapAB ? p.a : p.b;
+  int64_t const ld_a = Kernel::kSwapAB ? p.ldb : p.lda;
+  int64_t const ld_b = Kernel::kSwapAB ? p.lda : p.ldb;
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {static_cast<int>(M), static_cast<int>(N), static_cast<int>(p.k), 1},
+      {static_cast<ElementA const *>(ptr_a), leading_dim_stride<typename GemmKernel::StrideA>(ld_a),
+       static_cast<ElementB const *>(ptr_b), leading_dim_stride<typename GemmKernel::StrideB>(ld_b)},
+      Kernel::epilogue_arguments(p),
+      hw_info};
+  set_scheduler_arguments(args.scheduler, p);
+  return args;
+}
+
+}  // namespace fused_gemm

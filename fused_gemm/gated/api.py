@@ -1,0 +1,143 @@
+"""``fused_gemm.gated_linear``: SwiGLU/GeGLU in one kernel, and its torch ops.
+
+    fused_gemm::gated_linear(x, weight, bias_gate, bias_up, activation, residual, alpha, beta,
+                             out_dtype) -> Tensor
+    fused_gemm::gated_linear_out(..., Tensor(a!) out) -> ()
+``weight`` is the packed [2I, K] weight of ``pack_gate_up``.  A plain eager call skips the
+dispatcher, as ``linear`` does.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from .. import checks, jit
+from ..generator import LaunchOptions, SpecError
+from ..generator.gated import GatedSpec
+from ..generator.gemm import heuristics
+from ..generator.gemm.spec import ACTIVATIONS
+from ..gemm.linear import m_bucket
+from ..kernel_op import TORCH_DTYPES
+from ..torch_ops import _dispatch_modes, _is_compiling, define
+from .op import GatedOp, pack_gate_up
+
+Tensor = torch.Tensor
+_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
+_selection: Dict[Tuple, Tuple[GatedOp, LaunchOptions]] = {}
+_selection_lock = threading.Lock()
+
+
+def _name(arg: str, dtype) -> Optional[str]:
+    if dtype is None:
+        return None
+    if dtype not in _NAMES:
+        raise TypeError(f"{arg} has dtype {dtype}; supported: bfloat16, float16 (float32 for the output)")
+    return _NAMES[dtype]
+
+
+def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tuple[GatedOp, LaunchOptions]:
+    """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
+    bias = bias_gate if bias_gate is not None else bias_up
+    for arg, t in (("x", x), ("bias_gate", bias_gate), ("bias_up", bias_up), ("residual", residual)):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{arg} must be a torch.Tensor, got {type(t).__name__}")
+    row = m_bucket(m)
+    key = (x.dtype, activation, None if bias is None else bias.dtype, None if residual is None else residual.dtype,
+           out_dtype, row)
+    hit = _selection.get(key)
+    if hit is None:
+        if x.get_device() < 0:
+            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+        if x.dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"x has dtype {x.dtype}; gated_linear takes bfloat16 or float16 activations")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
+        rule = heuristics.RULES["sm90a"][row]
+        try:
+            spec = GatedSpec(_name("x", x.dtype), _name("out", out_dtype), activation, bias=bias is not None,
+                             residual=residual is not None, bias_dtype=_name("bias", key[2]),
+                             residual_dtype=_name("residual", key[3]), config=rule.config)
+        except SpecError as exc:
+            raise TypeError(str(exc)) from None
+        hit = (jit.compile(spec), rule.launch)
+        with _selection_lock:
+            _selection[key] = hit
+    return hit
+
+
+def _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype, out):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dim ([..., K])")
+    if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out_dtype is not None and out_dtype is not out.dtype:
+            raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
+        out_dtype = out.dtype
+    elif out_dtype is None:
+        out_dtype = x.dtype
+    op, launch = select(x, bias_gate, bias_up, activation, residual, out_dtype, x.shape[:-1].numel())
+    return op.run(x, weight, bias_gate, bias_up, residual, alpha, beta, None, out, launch)
+
+
+_warned_unpacked = False
+
+
+def gated_linear(x: Tensor, w_gate: Tensor, w_up: Optional[Tensor] = None, activation: str = "silu",
+                 bias_gate: Optional[Tensor] = None, bias_up: Optional[Tensor] = None,
+                 residual: Optional[Tensor] = None, *, alpha: float = 1.0, beta: float = 1.0,
+                 out_dtype: Optional[torch.dtype] = None, out: Optional[Tensor] = None) -> Tensor:
+    """``act(alpha * x W_gate^T + bias_gate) * (alpha * x W_up^T + bias_up) + beta * residual`` in one
+    kernel; the [..., 2I] intermediate never reaches memory.
+
+    Pass the packed weight ``fused_gemm.pack_gate_up(w_gate, w_up)`` as ``w_gate`` with ``w_up=None``
+    (pack once, at load time).  Given separate ``w_gate`` and ``w_up`` ([I, K] each), the call packs
+    them first, an extra copy of both weights per call.  activation: silu (SwiGLU), gelu / gelu_tanh
+    (GeGLU), relu (ReGLU), sigmoid (GLU), identity (bilinear).  x: [..., K] bf16/fp16; biases: [I];
+    residual/out: [..., I] (out may be the residual: in place).  Returns [..., I].
+    """
+    global _warned_unpacked
+    if w_up is not None:
+        if not _warned_unpacked:
+            _warned_unpacked = True
+            warnings.warn("gated_linear(x, w_gate, w_up) packs the two weights on every call; pack them once "
+                          "with fused_gemm.pack_gate_up and pass the result as w_gate", stacklevel=2)
+        w_gate = pack_gate_up(w_gate, w_up)
+    if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
+        return _gated(x, w_gate, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype, out)
+    checks.refuse_grad("gated_linear", x, w_gate, bias_gate, bias_up, residual)
+    alpha, beta = float(alpha), float(beta)
+    if out is None:
+        return torch.ops.fused_gemm.gated_linear(x, w_gate, bias_gate, bias_up, activation, residual, alpha, beta,
+                                                 out_dtype)
+    torch.ops.fused_gemm.gated_linear_out(x, w_gate, bias_gate, bias_up, activation, residual, alpha, beta, out)
+    return out
+
+
+def _impl(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype):
+    return _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype, None)
+
+
+def _fake(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype):
+    if weight.dim() != 2 or x.dim() == 0:
+        raise ValueError(f"x {tuple(x.shape)} and weight {tuple(weight.shape)}: expected [..., K] and [2I, K]")
+    return x.new_empty((*x.shape[:-1], weight.shape[0] // 2), dtype=out_dtype or x.dtype)
+
+
+def _out_impl(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out) -> None:
+    _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, None, out)
+
+
+def _no_output(*args) -> None:
+    return None
+
+
+_ARGS = ("Tensor x, Tensor weight, Tensor? bias_gate, Tensor? bias_up, str activation, Tensor? residual, "
+         "float alpha, float beta")
+define("gated_linear", f"({_ARGS}, ScalarType? out_dtype) -> Tensor", _impl, _fake)
+define("gated_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _out_impl, _no_output)

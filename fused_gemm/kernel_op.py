@@ -1,0 +1,97 @@
+"""What every family's runtime op shares: loading a kernel on a device outside any graph capture,
+fresh outputs, and the launch through the library's C ABI.  A family's op subclasses ``KernelOp``
+and adds its one validation path (``run``).  The helpers here run on every call, so they are
+module-level names bound once (torch's raw getters skip per-call object creation)."""
+from __future__ import annotations
+
+from typing import Dict
+
+import torch
+import torch.nn.functional as F
+
+from .errors import FusedGemmError
+from .library import STATUS_NAMES, KernelLibrary
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+ARCH_CAPABILITY = {"sm90a": (9, 0)}
+# Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.
+TORCH_ACTIVATIONS = {
+    "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid,
+}
+
+try:  # the raw-stream getter skips building a torch.cuda.Stream object on every call
+    raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover - older/newer torch
+    def raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+try:  # skips torch.cuda.current_device()'s lazy-init check on every call
+    current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover
+    current_device = torch.cuda.current_device
+
+ONE_DEVICE = torch.cuda.device_count() <= 1   # then x's device is the current one: skip asking
+DEVICES: Dict[int, torch.device] = {}         # ordinal -> device object, built once (not one per call)
+_is_capturing = torch.cuda.is_current_stream_capturing
+_empty_like = torch.empty_like
+
+
+class KernelOp:
+    """One compiled kernel of any family, callable on torch tensors."""
+
+    def __init__(self, spec, library: KernelLibrary):
+        self.spec = spec
+        self.library = library
+        self._ready: set = set()                   # device ordinals checked and prepared
+        self._templates: Dict[int, dict] = {}      # device -> {output shape: zero-stride template}
+        self._supports_pdl = library.supports_pdl
+        self._fg_run = library._fg_run
+        self._pack = library.pack
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec.uri})"
+
+    def prepare(self, device: int) -> None:
+        """Loads the kernel on ``device`` and sets its attributes: outside any graph capture."""
+        want = ARCH_CAPABILITY[self.spec.arch]
+        have = torch.cuda.get_device_capability(device)
+        if have != want:
+            raise ValueError(f"cuda:{device} is a {torch.cuda.get_device_name(device)} (sm_{have[0]}{have[1]}), "
+                             f"but this kernel is built for {self.spec.arch}")
+        with torch.cuda.device(device):
+            self.library.prepare(device)
+        DEVICES.setdefault(device, torch.device("cuda", device))
+        self._templates.setdefault(device, {})
+        self._ready.add(device)
+
+    def _first_use(self, x: torch.Tensor, dev: int) -> None:
+        if dev < 0:
+            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
+        if _is_capturing():
+            from .jit import not_ready
+            raise not_ready(self.spec, f"its first call on cuda:{dev} is inside a CUDA-graph capture, where it "
+                                       "cannot be loaded")
+        self.prepare(dev)
+
+    def new_output(self, out_shape, dtype: torch.dtype, dev: int) -> torch.Tensor:
+        """A fresh contiguous output: empty_like of a cached zero-stride template (cheaper than
+        torch.empty's argument parsing).  One template per shape seen, bounded: prefill shapes vary."""
+        templates = self._templates[dev]
+        template = templates.get(out_shape)
+        if template is None:
+            if len(templates) >= 1024:
+                templates.clear()
+            template = templates[out_shape] = torch.empty(1, dtype=dtype, device=DEVICES[dev]).expand(out_shape)
+        return _empty_like(template)
+
+    def launch(self, problem: bytes, dev: int, m: int, n: int, k: int) -> None:
+        """Runs a packed problem on ``dev``'s current stream (the library launches on the current device)."""
+        if ONE_DEVICE or dev == current_device():
+            rc = self._fg_run(problem)
+        else:
+            with torch.cuda.device(dev):
+                rc = self._fg_run(problem)
+        if rc:
+            raise FusedGemmError(f"{self.spec.uri}: {STATUS_NAMES.get(rc, rc)}: {self.library.last_error()} "
+                                 f"(M={m}, N={n}, K={k})")

@@ -1,0 +1,31 @@
+"""Named lists of gated specs (`fused-gemm build --preset ...`)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ..gemm.heuristics import RULES
+from .spec import GatedSpec
+
+
+def gated_specs(dtype: str = "bf16", activation: str = "silu", bias: bool = False, residual: bool = False,
+                out_dtype=None, arch: str = "sm90a") -> List[GatedSpec]:
+    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of the GEMM table."""
+    return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=rule.config, arch=arch)
+            for rule in RULES[arch]]
+
+
+def _gpu_tests() -> List[GatedSpec]:
+    specs = []
+    for dtype in ("bf16", "fp16"):
+        for activation in ("silu", "gelu", "gelu_tanh"):
+            specs += gated_specs(dtype, activation)
+        specs += gated_specs(dtype, "silu", bias=True, residual=True)
+    specs += gated_specs("bf16", "silu", out_dtype="fp32")
+    return specs
+
+
+PRESETS: Dict[str, Callable[[], List[GatedSpec]]] = {
+    "gated-tests": _gpu_tests,
+    "gated-bench": lambda: gated_specs("bf16", "silu"),
+    "gated-compile-ci": lambda: [gated_specs("bf16", "silu", bias=True, residual=True)[0]],
+}

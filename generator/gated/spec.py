@@ -1,0 +1,102 @@
+"""The gated family's spec: one SwiGLU/GeGLU kernel, out = act(x W_gate^T + b_g) * (x W_up^T + b_u).
+
+The weight is the packed [2I, K] matrix of ``fused_gemm.pack_gate_up`` (16-row blocks: 8 gate rows
+then their 8 up rows), so each gate value and its up partner land in the same thread's
+accumulators and the [M, 2I] intermediate never leaves registers.  The mainloop and tile
+configurations are the GEMM family's (``TileConfig``); the epilogue is csrc/fused_gemm/gated.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from ..errors import SpecError
+from ..gemm.spec import ACTIVATIONS, ARCHES, OPERAND_PAIRS, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TileConfig, \
+    canonical_dtype
+
+DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
+
+
+@dataclass(frozen=True)
+class GatedSpec:
+    """out[M, I] = act(alpha * x W_g^T + b_g) * (alpha * x W_u^T + b_u) + beta * residual.
+
+    x [M, K] and the packed weight [2I, K] share ``dtype``; ``bias`` compiles in the two bias vectors
+    (either may be absent at run time), ``residual`` the residual add.
+    """
+    family = "gated"
+
+    dtype: str = "bf16"
+    out_dtype: Optional[str] = None          # default: dtype
+    activation: str = "silu"
+    bias: bool = False
+    residual: bool = False
+    bias_dtype: Optional[str] = None         # default: dtype
+    residual_dtype: Optional[str] = None     # default: out_dtype
+    config: TileConfig = field(default_factory=lambda: TileConfig((128, 128, 64), (1, 2, 1), "pingpong"))
+    pdl: bool = True
+    arch: str = "sm90a"
+
+    def __post_init__(self):
+        dtype = canonical_dtype(self.dtype)
+        out = canonical_dtype(self.out_dtype or dtype)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "out_dtype", out)
+        object.__setattr__(self, "bias_dtype", canonical_dtype(self.bias_dtype or dtype))
+        object.__setattr__(self, "residual_dtype", canonical_dtype(self.residual_dtype or out))
+        if dtype not in DTYPES:
+            raise SpecError(f"gated dtype {dtype!r} has no mainloop yet; supported: {DTYPES}")
+        for name in ("out_dtype", "bias_dtype", "residual_dtype"):
+            if getattr(self, name) not in OUTPUT_DTYPES:
+                raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
+        if self.activation not in ACTIVATIONS:
+            raise SpecError(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
+        if self.arch not in ARCHES:
+            raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
+        cfg = self.config
+        if cfg.scheduler != "persistent":
+            raise SpecError("gated kernels use the persistent tile scheduler (no stream-K)")
+        if cfg.epilogue_tile is not None:
+            raise SpecError("gated kernels store from registers: they take no epilogue_tile")
+        packed_side = cfg.tile[0] if cfg.swap_ab else cfg.tile[1]
+        if packed_side % 16:
+            raise SpecError(f"tile {cfg.tile}: the weight's side of the tile must be a multiple of 16 "
+                            "(gate/up pairs live in 16-row blocks)")
+
+    @property
+    def uri(self) -> str:
+        dts = f"a-{self.dtype}_d-{self.out_dtype}"
+        if self.residual:
+            dts += f"_c-{self.residual_dtype}"
+        if self.bias:
+            dts += f"_bias-{self.bias_dtype}"
+        pdl = "" if self.pdl else "_nopdl"
+        return f"gated_{self.arch}_{dts}_{self.config.name}{pdl}_act-{self.activation}"
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "GatedSpec":
+        m = _URI.match(uri)
+        if not m:
+            raise SpecError(f"{uri!r} is not a gated kernel URI (like {cls().uri!r})")
+        g = m.groupdict()
+        config = TileConfig(
+            tuple(int(v) for v in g["tile"].split("x")), tuple(int(v) for v in g["cluster"].split("x")),
+            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
+            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]))
+        spec = cls(g["a"], g["d"], g["act"], bias=g["bias"] is not None, residual=g["c"] is not None,
+                   bias_dtype=g["bias"], residual_dtype=g["c"], config=config, pdl=not g["nopdl"], arch=g["arch"])
+        if spec.uri != uri:
+            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
+        return spec
+
+    def with_config(self, config: TileConfig) -> "GatedSpec":
+        return replace(self, config=config)
+
+
+_DT = r"[a-z0-9]+"
+_URI = re.compile(
+    rf"^gated_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?(?:_bias-(?P<bias>{_DT}))?"
+    rf"_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
+    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    rf"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_act-(?P<act>{'|'.join(ACTIVATIONS)})$")
