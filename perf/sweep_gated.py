@@ -22,6 +22,10 @@ CONFIGS = [
     TileConfig((128, 256, 64), (1, 2, 1), "cooperative"),
     TileConfig((256, 128, 64), (1, 2, 1), "cooperative"),
     TileConfig((256, 128, 64), (2, 1, 1), "cooperative"),
+    TileConfig((128, 256, 64), (2, 2, 1), "cooperative"),
+    TileConfig((256, 128, 64), (2, 2, 1), "cooperative"),
+    TileConfig((128, 256, 64), (4, 1, 1), "cooperative"),
+    TileConfig((128, 128, 64), (2, 2, 1), "pingpong"),
 ]
 LAUNCHES = [L(), L(swizzle=2), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(raster="along_n"),
             L(swizzle=4, raster="along_m"), L(swizzle=8, raster="along_m"), L(swizzle=4, raster="along_n"),
