@@ -27,7 +27,7 @@ for step in $steps; do
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
-    sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ;;
+    sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
     host)  run host python3 perf/host_overhead.py ;;
     all)   run build fused-gemm build --preset gpu-tests -q
            run build-gated fused-gemm build --preset gated-tests -q
