@@ -12,7 +12,7 @@ from test_gpu import ACT, TOL, assert_close
 
 pytestmark = pytest.mark.gpu
 
-M_VALUES = [1, 7, 16, 17, 64, 65, 129, 4095]
+M_VALUES = [1, 7, 16, 17, 64, 65, 129, 2049, 8193]   # every row of the heuristics table
 I, K = 1000, 392      # 2I = 2000 fills no 64/128-row tile evenly; K not a multiple of the tile K
 
 
@@ -54,7 +54,7 @@ def test_gated_matches_float64(dtype, activation, m):
     assert torch.equal(fresh, got)
 
 
-@pytest.mark.parametrize("m", [1, 16, 129, 4095])
+@pytest.mark.parametrize("m", [1, 16, 129, 4095, 8193])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_gated_bias_residual_alpha_beta(dtype, m):
     w_gate, w_up, (bg, bu) = weights(I, K, dtype, bias=True)

@@ -17,9 +17,8 @@ import torch
 from .. import checks, jit
 from ..generator import LaunchOptions, SpecError
 from ..generator.gated import GatedSpec
-from ..generator.gemm import heuristics
+from ..generator.gated import heuristics
 from ..generator.gemm.spec import ACTIVATIONS
-from ..gemm.linear import m_bucket
 from ..kernel_op import TORCH_DTYPES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import GatedOp, pack_gate_up
@@ -44,7 +43,7 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
     for arg, t in (("x", x), ("bias_gate", bias_gate), ("bias_up", bias_up), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{arg} must be a torch.Tensor, got {type(t).__name__}")
-    row = m_bucket(m)
+    row = heuristics.row_index("sm90a", m)
     key = (x.dtype, activation, None if bias is None else bias.dtype, None if residual is None else residual.dtype,
            out_dtype, row)
     hit = _selection.get(key)

@@ -50,14 +50,6 @@ def _dtype_of(name: str, t) -> Optional[torch.dtype]:
 _MAX_M = tuple(rule.max_m for rule in heuristics.RULES["sm90a"])
 
 
-def m_bucket(m: int) -> int:
-    """The heuristics table's row for M tokens (the last row covers every M)."""
-    row = 0
-    while m > _MAX_M[row]:
-        row += 1
-    return row
-
-
 def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: int) -> Tuple[GemmOp, LaunchOptions]:
     """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
     row = 0

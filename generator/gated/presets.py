@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from ..gemm.heuristics import RULES
+from .heuristics import RULES
 from .spec import GatedSpec
 
 
 def gated_specs(dtype: str = "bf16", activation: str = "silu", bias: bool = False, residual: bool = False,
                 out_dtype=None, arch: str = "sm90a") -> List[GatedSpec]:
-    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of the GEMM table."""
+    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of its table."""
     return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=rule.config, arch=arch)
             for rule in RULES[arch]]
 

@@ -37,12 +37,16 @@ SM90_RULES: Tuple[Rule, ...] = (
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 
 
-def row_index(arch: str, m: int) -> int:
-    """Index of the first rule of ``arch`` that serves M tokens."""
-    for i, rule in enumerate(RULES[arch]):
+def first_row(rules: Tuple[Rule, ...], m: int) -> int:
+    """Index of the first rule that serves M tokens (any family's table: the last covers every M)."""
+    for i, rule in enumerate(rules):
         if m <= rule.max_m:
             return i
     raise AssertionError("the last rule covers every M")
+
+
+def row_index(arch: str, m: int) -> int:
+    return first_row(RULES[arch], m)
 
 
 def pick(arch: str, m: int) -> Rule:

@@ -1,0 +1,31 @@
+"""Which gated kernel configuration and scheduler options serve which M: a table, not code.
+
+Rows are tried in order; the first whose ``max_m`` covers M wins.  Decode (M <= 64) is the GEMM
+family's: swap-AB with 64-row weight tiles and PDL, weight-bandwidth bound.  Above that the packed
+[2I, K] weight makes N large (28672 for Llama-3-8B), and perf/sweep_gated.py on an H100 picked
+(K = 4096, I = 14336, against torch.mm on the concatenated weight):
+  M = 1024: pingpong 128x128, 2x1 cluster, swizzle 4      704 TF/s (torch.mm 657)
+  M = 4096: pingpong 128x128, 1x2 cluster                 704 TF/s (torch.mm 714)
+  M = 16384: pingpong 128x192, 1x2 cluster, swizzle 4     705 TF/s (torch.mm 720)
+Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
+runtime read the same table.
+"""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+from ..gemm.heuristics import RULES as GEMM_RULES, Rule, first_row
+from ..gemm.launch import LaunchOptions
+from ..gemm.spec import TileConfig
+
+_DECODE = tuple(rule for rule in GEMM_RULES["sm90a"] if rule.config.swap_ab)
+SM90_RULES: Tuple[Rule, ...] = _DECODE + (
+    Rule(2048, TileConfig((128, 128, 64), (2, 1, 1), "pingpong"), LaunchOptions(swizzle=4)),
+    Rule(8192, TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
+    Rule(1 << 62, TileConfig((128, 192, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=4, raster="along_m")),
+)
+RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
+
+
+def row_index(arch: str, m: int) -> int:
+    return first_row(RULES[arch], m)
