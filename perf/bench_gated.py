@@ -2,7 +2,7 @@
 
     python perf/bench_gated.py [--json results.json]
 
-Per M in {1, 16, 128, 1024, 4096, 16384}, back-to-back eager calls on rotated inputs, timed
+Per M in {1, 16, 128, 512, 1024, 2048, 4096, 16384}, back-to-back eager calls on rotated inputs, timed
 interleaved in one run: fused_gemm.gated_linear (packed weight) against torch.mm on the
 concatenated [2I, K] weight (bar at M = 4096: TFLOP/s ratio >= 0.95), the eager sequence
 F.silu(x @ Wg^T) * (x @ Wu^T) and torch.compile of it (bar: faster than both at every M).
@@ -23,7 +23,7 @@ import fused_gemm
 from timing import compare, copy_bandwidth, rotation_count, warm_gpu  # perf/, the script's folder
 
 K, I = 4096, 14336
-M_VALUES = (1, 16, 128, 1024, 4096, 16384)
+M_VALUES = (1, 16, 128, 512, 1024, 2048, 4096, 16384)
 
 
 def eager_swiglu(x, w_gate, w_up):

@@ -12,7 +12,7 @@ from test_gpu import ACT, TOL, assert_close
 
 pytestmark = pytest.mark.gpu
 
-M_VALUES = [1, 7, 16, 17, 64, 65, 129, 2049, 8193]   # every row of the heuristics table
+M_VALUES = [1, 7, 16, 17, 64, 65, 129, 513, 2049, 8193]   # every row of the heuristics table
 I, K = 1000, 392      # 2I = 2000 fills no 64/128-row tile evenly; K not a multiple of the tile K
 
 

@@ -7,7 +7,7 @@ family's: swap-AB with 64-row weight tiles and PDL, weight-bandwidth bound.  Abo
   M = 1024: pingpong 128x128, 2x1 cluster, swizzle 4      704 TF/s (torch.mm 657)
   M = 4096: pingpong 128x128, 1x2 cluster                 704 TF/s (torch.mm 714)
   M = 16384: pingpong 128x192, 1x2 cluster, swizzle 4     705 TF/s (torch.mm 720)
-Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
+M = 128 keeps the 1x2 cluster.  Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
 runtime read the same table.
 """
 from __future__ import annotations
@@ -20,6 +20,8 @@ from ..gemm.spec import TileConfig
 
 _DECODE = tuple(rule for rule in GEMM_RULES["sm90a"] if rule.config.swap_ab)
 SM90_RULES: Tuple[Rule, ...] = _DECODE + (
+    # A 2x1 cluster needs two 128-row tiles of M: below that half of it would idle (M = 128 ran 2.5x slower).
+    Rule(512, TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
     Rule(2048, TileConfig((128, 128, 64), (2, 1, 1), "pingpong"), LaunchOptions(swizzle=4)),
     Rule(8192, TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
     Rule(1 << 62, TileConfig((128, 192, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=4, raster="along_m")),
