@@ -13,8 +13,8 @@ from importlib import import_module as _import_module
 from .errors import FusedGemmError, KernelNotReadyError
 
 try:
-    from .generator import (BuildError, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, SpecError,
-                            TileConfig, ToolchainError)
+    from .generator import (BuildError, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, RopeSpec,
+                            SpecError, TileConfig, ToolchainError)
 except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
     if _exc.name != f"{__name__}.generator":
         raise
@@ -30,6 +30,11 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "pack_gate_up": "fused_gemm.gated.op",
     "unpack_gate_up": "fused_gemm.gated.op",
     "GatedOp": "fused_gemm.gated.op",
+    "qkv_rope": "fused_gemm.rope.api",
+    "pack_qkv_rope": "fused_gemm.rope.op",
+    "rope_cos_sin_cache": "fused_gemm.rope.op",
+    "PackedQKV": "fused_gemm.rope.op",
+    "RopeOp": "fused_gemm.rope.op",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -49,6 +54,7 @@ def __dir__():
 
 __all__ = [
     "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
-    "KernelNotReadyError", "LaunchOptions", "SpecError", "TileConfig", "ToolchainError", "compile", "gated_linear",
-    "linear", "pack_gate_up", "unpack_gate_up", "warmup",
+    "KernelNotReadyError", "LaunchOptions", "PackedQKV", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
+    "ToolchainError", "compile", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

@@ -6,6 +6,7 @@ from .build import BuildResult, build, build_command, build_many, default_jobs, 
 from .errors import BuildError, BuildWarning, SpecError, ToolchainError
 from .family import KernelFamily
 from .gated import GatedSpec
+from .rope import RopeSpec
 from .gemm import DEFAULT_LAUNCH, Epilogue, GemmSpec, LaunchOptions, TileConfig
 from .registry import FAMILIES, family_of, preset, spec_from_uri
 from .render import render
@@ -13,6 +14,6 @@ from .toolchain import Toolchain
 
 __all__ = [
     "BuildError", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
-    "KernelFamily", "LaunchOptions", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
+    "KernelFamily", "LaunchOptions", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
     "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

@@ -7,8 +7,9 @@ from .errors import SpecError
 from .family import KernelFamily
 from .gated import FAMILY as GATED
 from .gemm import FAMILY as GEMM
+from .rope import FAMILY as ROPE
 
-FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED)}
+FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE)}
 
 
 def family_of(spec) -> KernelFamily:

@@ -20,21 +20,24 @@ status=0
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
-    build) run build fused-gemm build --preset gpu-tests -q && run build-gated fused-gemm build --preset gated-tests -q ;;
+    build) for p in gpu-tests gated-tests rope-tests; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
     test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
+    rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
     host)  run host python3 perf/host_overhead.py ;;
     all)   run build fused-gemm build --preset gpu-tests -q
            run build-gated fused-gemm build --preset gated-tests -q
+           run build-rope fused-gemm build --preset rope-tests -q
            run tests python3 -m pytest tests -q -m "not compile and not toolchain" -p no:cacheprovider
            run host python3 perf/host_overhead.py
            run bench python3 perf/bench_linear.py --json "$OUT/bench.json"
-           run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
+           run gated python3 perf/bench_gated.py --json "$OUT/gated.json"
+           run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

@@ -22,6 +22,7 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
+#include "fused_gemm/common/sm90_launcher.hpp"
 
 namespace fused_gemm {
 
@@ -118,5 +119,32 @@ class Sm90PairEpilogue {
 template <class PairOp, bool kSwapAB, class ElementD>
 using Sm90PairCollectiveEpilogue =
     cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Sm90PairEpilogue<PairOp, kSwapAB, ElementD>>;
+
+// CUTLASS arguments of a pair-epilogue GEMM: x [M, K] times a packed weight [weight_rows, K]
+// (swap-AB puts the weight on the kernel's A side).  Kernel provides: Problem (m, k, a, lda, b,
+// ldb, swizzle, raster), GemmKernel, kSwapAB, epilogue_arguments(Problem).
+template <class Kernel>
+typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments pair_gemm_arguments(
+    typename Kernel::Problem const &p, int64_t weight_rows, cutlass::KernelHardwareInfo const &hw_info) {
+  using GemmKernel = typename Kernel::GemmKernel;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using ElementA = typename Gemm::ElementA;
+  using ElementB = typename Gemm::ElementB;
+  int64_t const M = Kernel::kSwapAB ? weight_rows : p.m;
+  int64_t const N = Kernel::kSwapAB ? p.m : weight_rows;
+  void const *ptr_a = Kernel::kSwapAB ? p.b : p.a;
+  void const *ptr_b = Kernel::kSwapAB ? p.a : p.b;
+  int64_t const ld_a = Kernel::kSwapAB ? p.ldb : p.lda;
+  int64_t const ld_b = Kernel::kSwapAB ? p.lda : p.ldb;
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {static_cast<int>(M), static_cast<int>(N), static_cast<int>(p.k), 1},
+      {static_cast<ElementA const *>(ptr_a), leading_dim_stride<typename GemmKernel::StrideA>(ld_a),
+       static_cast<ElementB const *>(ptr_b), leading_dim_stride<typename GemmKernel::StrideB>(ld_b)},
+      Kernel::epilogue_arguments(p),
+      hw_info};
+  set_scheduler_arguments(args.scheduler, p);
+  return args;
+}
 
 }  // namespace fused_gemm

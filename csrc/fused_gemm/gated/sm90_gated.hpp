@@ -1,6 +1,5 @@
 // The gated family's epilogue step (SwiGLU / GeGLU): out[t, j] = act(alpha*gate + b_gate[j]) *
-// (alpha*up + b_up[j]) + beta * residual[t, j], on the pairs Sm90PairEpilogue hands over, and
-// the family's CUTLASS arguments from its Problem (generator/gated/abi.py).
+// (alpha*up + b_up[j]) + beta * residual[t, j], on the pairs Sm90PairEpilogue hands over.
 //
 // The weight is packed (fused_gemm.pack_gate_up) in 16-row blocks: rows 16b..16b+7 are gate rows
 // 8b..8b+7 and rows 16b+8..16b+15 the matching up rows, so packed row r (r % 16 < 8) is output
@@ -72,32 +71,5 @@ struct GatedPairOp {
     }
   }
 };
-
-// Kernel provides: Problem, GemmKernel, kSwapAB, epilogue_arguments(Problem).
-template <class Kernel>
-typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments gated_arguments(
-    typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
-  using GemmKernel = typename Kernel::GemmKernel;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-  using ElementA = typename Gemm::ElementA;
-  using ElementB = typename Gemm::ElementB;
-  // The packed weight is [2N, K]; swap-AB puts it on the kernel's A side (M = 2N).
-  int64_t const packed = 2 * p.n;
-  int64_t const M = Kernel::kSwapAB ? packed : p.m;
-  int64_t const N = Kernel::kSwapAB ? p.m : packed;
-  void const *ptr_a = Kernel::kSwapAB ? p.b : p.a;
-  void const *ptr_b = Kernel::kSwapAB ? p.a : p.b;
-  int64_t const ld_a = Kernel::kSwapAB ? p.ldb : p.lda;
-  int64_t const ld_b = Kernel::kSwapAB ? p.lda : p.ldb;
-  typename Gemm::Arguments args{
-      cutlass::gemm::GemmUniversalMode::kGemm,
-      {static_cast<int>(M), static_cast<int>(N), static_cast<int>(p.k), 1},
-      {static_cast<ElementA const *>(ptr_a), leading_dim_stride<typename GemmKernel::StrideA>(ld_a),
-       static_cast<ElementB const *>(ptr_b), leading_dim_stride<typename GemmKernel::StrideB>(ld_b)},
-      Kernel::epilogue_arguments(p),
-      hw_info};
-  set_scheduler_arguments(args.scheduler, p);
-  return args;
-}
 
 }  // namespace fused_gemm

@@ -1,0 +1,20 @@
+"""The rope family: the QKV projection with rotary embeddings applied in its epilogue
+(templates/rope, csrc/fused_gemm/rope, fused_gemm/rope)."""
+from ..family import KernelFamily
+from . import cli, render
+from .abi import PROBLEM
+from .presets import PRESETS, rope_specs
+from .spec import RopeSpec
+
+FAMILY = KernelFamily(
+    name="rope",
+    spec_type=RopeSpec,
+    abi=PROBLEM,
+    template=render.template,
+    context=render.context,
+    presets=PRESETS,
+    op="fused_gemm.rope.op:RopeOp",
+    cli=cli,
+)
+
+__all__ = ["FAMILY", "PROBLEM", "RopeSpec", "rope_specs"]

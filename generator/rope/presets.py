@@ -1,0 +1,30 @@
+"""Named lists of rope specs (`fused-gemm build --preset ...`)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ..gemm.heuristics import RULES
+from ..gemm.presets import linear_specs
+from .spec import RopeSpec
+
+
+def rope_specs(dtype: str = "bf16", head_dim: int = 128, rotary_dim: int = 0, style: str = "neox",
+               bias: bool = False, arch: str = "sm90a") -> List[RopeSpec]:
+    """The kernels ``qkv_rope`` uses for these arguments, one per M bucket of the GEMM table."""
+    return [RopeSpec(dtype, head_dim, rotary_dim, style, bias, config=rule.config, arch=arch) for rule in RULES[arch]]
+
+
+def _gpu_tests() -> List[RopeSpec]:
+    specs = []
+    for style in ("neox", "gptj"):
+        specs += rope_specs("bf16", 128, 0, style)
+        specs += rope_specs("bf16", 64, 32, style, bias=True)
+    specs += rope_specs("fp16", 128, 64, "neox", bias=True)
+    return specs
+
+
+PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {
+    "rope-tests": _gpu_tests,
+    # with the plain GEMMs perf/bench_rope.py compares against
+    "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none"),
+}

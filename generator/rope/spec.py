@@ -1,0 +1,90 @@
+"""The rope family's spec: a QKV projection whose epilogue applies rotary embeddings to q and k
+and writes q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D] (head counts are runtime arguments).
+
+The weight is ``fused_gemm.pack_qkv_rope``'s row permutation of W_qkv: each rotation pair's two
+rows 8 apart in a 16-row block, so both land in one thread's accumulators (csrc/fused_gemm/rope).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from ..errors import SpecError
+from ..gemm.spec import ARCHES, OPERAND_PAIRS, SCHEDULES, TILE_SCHEDULERS, TileConfig, canonical_dtype
+
+DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
+STYLES = ("neox", "gptj")
+HEAD_DIMS = (64, 128, 256)
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """q, k, v = split(x W^T + bias) with q and k rotated at each token's position.
+
+    ``style`` 'neox' pairs dim j with j + R/2 (Hugging Face ``rotate_half``); 'gptj' pairs 2j with
+    2j + 1.  ``rotary_dim`` R (default: head_dim) rotates the first R dims of each head.
+    """
+    family = "rope"
+
+    dtype: str = "bf16"
+    head_dim: int = 128
+    rotary_dim: int = 0                      # 0: head_dim
+    style: str = "neox"
+    bias: bool = False
+    config: TileConfig = field(default_factory=lambda: TileConfig((128, 128, 64), (1, 2, 1), "pingpong"))
+    pdl: bool = True
+    arch: str = "sm90a"
+
+    def __post_init__(self):
+        dtype = canonical_dtype(self.dtype)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "rotary_dim", int(self.rotary_dim) or int(self.head_dim))
+        if dtype not in DTYPES:
+            raise SpecError(f"rope dtype {dtype!r} has no mainloop yet; supported: {DTYPES}")
+        if self.head_dim not in HEAD_DIMS:
+            raise SpecError(f"head_dim {self.head_dim} is not one of {HEAD_DIMS}")
+        if self.rotary_dim % 16 or not 16 <= self.rotary_dim <= self.head_dim:
+            raise SpecError(f"rotary_dim {self.rotary_dim} must be a multiple of 16 in [16, head_dim={self.head_dim}] "
+                            "(rotation pairs are packed in 16-row blocks)")
+        if self.style not in STYLES:
+            raise SpecError(f"style {self.style!r} is not one of {STYLES}")
+        if self.arch not in ARCHES:
+            raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
+        cfg = self.config
+        if cfg.scheduler != "persistent" or cfg.epilogue_tile is not None:
+            raise SpecError("rope kernels use the persistent tile scheduler and store from registers")
+        if (cfg.tile[0] if cfg.swap_ab else cfg.tile[1]) % 16:
+            raise SpecError(f"tile {cfg.tile}: the weight's side of the tile must be a multiple of 16")
+
+    @property
+    def uri(self) -> str:
+        bias = f"_bias-{self.dtype}" if self.bias else ""
+        pdl = "" if self.pdl else "_nopdl"
+        return (f"rope_{self.arch}_a-{self.dtype}{bias}_d{self.head_dim}_r{self.rotary_dim}_{self.style}_"
+                f"{self.config.name}{pdl}")
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "RopeSpec":
+        m = _URI.match(uri)
+        if not m:
+            raise SpecError(f"{uri!r} is not a rope kernel URI (like {cls().uri!r})")
+        g = m.groupdict()
+        config = TileConfig(
+            tuple(int(v) for v in g["tile"].split("x")), tuple(int(v) for v in g["cluster"].split("x")),
+            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
+            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]))
+        spec = cls(g["a"], int(g["d"]), int(g["r"]), g["style"], bias=g["bias"] is not None, config=config,
+                   pdl=not g["nopdl"], arch=g["arch"])
+        if spec.uri != uri:
+            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
+        return spec
+
+    def with_config(self, config: TileConfig) -> "RopeSpec":
+        return replace(self, config=config)
+
+
+_URI = re.compile(
+    r"^rope_(?P<arch>sm\d+a?)_a-(?P<a>[a-z0-9]+)(?:_bias-(?P<bias>[a-z0-9]+))?_d(?P<d>\d+)_r(?P<r>\d+)"
+    rf"_(?P<style>{'|'.join(STYLES)})_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
+    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    r"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?$")
