@@ -27,21 +27,21 @@ M_VALUES = (1, 16, 128, 1024, 4096, 16384)
 CACHE = None
 
 
-def rotary(qkv, positions):
+def rotary(qkv, positions, cache):
     """linear's output -> q, k, v with the rotary embedding (the unfused baseline, NeoX style)."""
     t = qkv.shape[0]
     q, k, v = qkv.split((HQ * D, HKV * D, HKV * D), dim=1)
-    cs = CACHE[positions]
+    cs = cache[positions]
     cos, sin = cs[:, None, : D // 2], cs[:, None, D // 2:]
 
     def rot(x):
-        x1, x2 = x[..., : D // 2].float(), x[..., D // 2:].float()
+        x1, x2 = x[..., : D // 2].to(cs.dtype), x[..., D // 2:].to(cs.dtype)
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
     return rot(q.reshape(t, HQ, D)), rot(k.reshape(t, HKV, D)), v.reshape(t, HKV, D)
 
 
-def unfused(x, w, positions):
-    return rotary(fused_gemm.linear(x, w), positions)
+def unfused(x, w, positions, cache):
+    return rotary(fused_gemm.linear(x, w), positions, cache)
 
 
 compiled_unfused = torch.compile(unfused, dynamic=False)
@@ -61,21 +61,15 @@ VARIANTS = {
     "ours": lambda s: (lambda: fused_gemm.qkv_rope(s["x"], s["packed"], positions=s["pos"], cos_sin_cache=CACHE,
                                                    check_positions=False)),
     "gemm": lambda s: (lambda: fused_gemm.linear(s["x"], s["w"])),
-    "eager": lambda s: (lambda: unfused(s["x"], s["w"], s["pos"])),
-    "compiled": lambda s: (lambda: compiled_unfused(s["x"], s["w"], s["pos"])),
+    "eager": lambda s: (lambda: unfused(s["x"], s["w"], s["pos"], CACHE)),
+    "compiled": lambda s: (lambda: compiled_unfused(s["x"], s["w"], s["pos"], CACHE)),
 }
 
 
 def rel_error(s) -> float:
     x, rows = s["x"], min(s["x"].shape[0], 256)
     got = fused_gemm.qkv_rope(x[:rows], s["packed"], positions=s["pos"][:rows], cos_sin_cache=CACHE)
-    qkv = x[:rows].double() @ s["w"].double().T
-    global CACHE
-    cache, CACHE = CACHE, CACHE.double()
-    try:
-        ref = rotary(qkv, s["pos"][:rows])
-    finally:
-        CACHE = cache
+    ref = rotary(x[:rows].double() @ s["w"].double().T, s["pos"][:rows], CACHE.double())
     num = sum(float((g.double() - e).norm() ** 2) for g, e in zip(got, ref)) ** 0.5
     return num / sum(float(e.norm() ** 2) for e in ref) ** 0.5
 
