@@ -81,8 +81,15 @@ def row(m):
     best_unfused = min(t["eager"], t["compiled"])
     r = {"M": m, **{f"{k}_us": v * 1e6 for k, v in t.items()}, "vs_gemm": t["ours"] / t["gemm"],
          "vs_unfused": best_unfused / t["ours"], "rel_err": rel_error(sets[0])}
+    ratio = r["vs_gemm"]
+    if m <= 16:   # decode runs in CUDA graphs, where the GPU time is what counts (eager is host-bound)
+        g = compare({name: [VARIANTS[name](s) for s in sets] for name in ("ours", "gemm", "compiled")},
+                    graph=True, min_calls=64, reps=15)
+        r.update({f"graph_{k}_us": v * 1e6 for k, v in g.items()})
+        r["graph_vs_gemm"] = ratio = g["ours"] / g["gemm"]
+        r["graph_vs_unfused"] = g["compiled"] / g["ours"]
     bar = 1.03 if m >= 1024 else (1.05 if m <= 16 else None)
-    r["ok"] = r["vs_unfused"] > 1.0 and (bar is None or r["vs_gemm"] <= bar) and r["rel_err"] < 1e-2
+    r["ok"] = r["vs_unfused"] > 1.0 and (bar is None or ratio <= bar) and r["rel_err"] < 1e-2
     return r
 
 
@@ -106,6 +113,12 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['M']:>6}{r['ours_us']:>9.1f}us{r['gemm_us']:>9.1f}us{r['eager_us']:>8.1f}us{r['compiled_us']:>8.1f}us"
               f"{r['vs_gemm']:>8.3f}x{r['vs_unfused']:>10.2f}x{r['rel_err']:>9.1e}  {'PASS' if r['ok'] else 'FAIL'}")
+    print(f"\n{'in a CUDA graph':<16}{'qkv_rope':>10}{'our GEMM':>10}{'compiled':>10}{'vs GEMM':>9}{'vs unfused':>11}"
+          "  bar: vs GEMM <= 1.05")
+    for r in rows:
+        if "graph_ours_us" in r:
+            print(f"{'M=' + str(r['M']):<16}{r['graph_ours_us']:>8.1f}us{r['graph_gemm_us']:>8.1f}us"
+                  f"{r['graph_compiled_us']:>8.1f}us{r['graph_vs_gemm']:>8.3f}x{r['graph_vs_unfused']:>10.2f}x")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

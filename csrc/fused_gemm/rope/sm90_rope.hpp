@@ -18,6 +18,18 @@
 
 namespace fused_gemm {
 
+// Read-only loads through the non-coherent path: the epilogue interleaves them with stores to
+// q/k/v, and without it the compiler must keep every load behind the stores before it (they might
+// alias), serialising a dependent position -> cos/sin chain per pair.
+template <class T>
+CUTLASS_DEVICE T load_readonly(T const *ptr) {
+  if constexpr (sizeof(T) == 2) {
+    return T::bitcast(__ldg(reinterpret_cast<unsigned short const *>(ptr)));
+  } else {
+    return __ldg(ptr);
+  }
+}
+
 template <class ElementD, class ElementBias, int kHeadDim, int kRotaryDim, bool kNeox, bool kBias>
 struct RopePairOp {
   static_assert(kHeadDim % 16 == 0 && kRotaryDim % 16 == 0 && kRotaryDim <= kHeadDim,
@@ -64,8 +76,8 @@ struct RopePairOp {
   }
 
   CUTLASS_DEVICE static int64_t position(Arguments const &p, int token) {
-    int64_t pos = p.positions_int64 ? static_cast<int64_t const *>(p.positions)[token]
-                                    : static_cast<int64_t>(static_cast<int32_t const *>(p.positions)[token]);
+    int64_t pos = p.positions_int64 ? static_cast<int64_t>(load_readonly(static_cast<long long const *>(p.positions) + token))
+                                    : static_cast<int64_t>(load_readonly(static_cast<int const *>(p.positions) + token));
     // Python checks positions against the cache when it can without a sync; this keeps a bad one
     // (inside a CUDA graph) from reading outside the table.
     return pos < 0 ? 0 : (pos >= p.max_pos ? p.max_pos - 1 : pos);
@@ -74,8 +86,8 @@ struct RopePairOp {
   // Rotates (first, second) in place if the row is rotated.
   CUTLASS_DEVICE static void rotate(Arguments const &p, int64_t pos, int pair, float &first, float &second) {
     if (pair < 0) return;
-    float const c = p.cos_sin[pos * kRotaryDim + pair];
-    float const s = p.cos_sin[pos * kRotaryDim + kHalf + pair];
+    float const c = load_readonly(p.cos_sin + pos * kRotaryDim + pair);
+    float const s = load_readonly(p.cos_sin + pos * kRotaryDim + kHalf + pair);
     float const x1 = first, x2 = second;
     first = x1 * c - x2 * s;
     second = x2 * c + x1 * s;
@@ -83,8 +95,8 @@ struct RopePairOp {
 
   CUTLASS_DEVICE static void add_bias(Arguments const &p, int packed_row, float &first, float &second) {
     if constexpr (kBias) {
-      first += static_cast<float>(p.bias[packed_row]);
-      second += static_cast<float>(p.bias[packed_row + 8]);
+      first += static_cast<float>(load_readonly(p.bias + packed_row));
+      second += static_cast<float>(load_readonly(p.bias + packed_row + 8));
     }
   }
 
