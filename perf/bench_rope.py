@@ -47,13 +47,24 @@ def unfused(x, w, positions, cache):
 compiled_unfused = torch.compile(unfused, dynamic=False)
 
 
+def positions(m):
+    """A packed prefill batch: sequences of up to 2048 tokens, each starting at a random offset
+    (a prefix already cached), so a sequence's positions are consecutive.  RANDOM_POSITIONS=1
+    scatters every token instead (the adversarial case for the cos/sin reads)."""
+    import os
+    if os.environ.get("RANDOM_POSITIONS"):
+        return torch.randint(0, CACHE.shape[0], (m,), device="cuda")
+    starts = torch.randint(0, CACHE.shape[0] - 2048, ((m + 2047) // 2048,), device="cuda")
+    return (starts[:, None] + torch.arange(2048, device="cuda")[None, :]).flatten()[:m].contiguous()
+
+
 def make_sets(m):
     sets = []
     for _ in range(rotation_count(N * K * 2 + m * (K + N) * 2)):
         w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") / K ** 0.5
         sets.append({"x": torch.randn(m, K, dtype=torch.bfloat16, device="cuda"), "w": w,
                      "packed": fused_gemm.pack_qkv_rope(w, num_heads=HQ, num_kv_heads=HKV, head_dim=D),
-                     "pos": torch.randint(0, CACHE.shape[0], (m,), device="cuda")})
+                     "pos": positions(m)})
     return sets
 
 

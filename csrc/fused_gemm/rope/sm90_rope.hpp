@@ -93,6 +93,19 @@ struct RopePairOp {
     second = x2 * c + x1 * s;
   }
 
+  // Two consecutive pairs (pair even): one 8-byte load each for their cos and sin.
+  CUTLASS_DEVICE static void rotate2(Arguments const &p, int64_t pos, int pair, float &first0, float &second0,
+                                     float &first1, float &second1) {
+    float const *row = p.cos_sin + pos * kRotaryDim + pair;
+    float2 const c = __ldg(reinterpret_cast<float2 const *>(row));
+    float2 const s = __ldg(reinterpret_cast<float2 const *>(row + kHalf));
+    float const x10 = first0, x20 = second0, x11 = first1, x21 = second1;
+    first0 = x10 * c.x - x20 * s.x;
+    second0 = x20 * c.x + x10 * s.x;
+    first1 = x11 * c.y - x21 * s.y;
+    second1 = x21 * c.y + x11 * s.y;
+  }
+
   CUTLASS_DEVICE static void add_bias(Arguments const &p, int packed_row, float &first, float &second) {
     if constexpr (kBias) {
       first += static_cast<float>(load_readonly(p.bias + packed_row));
@@ -122,11 +135,7 @@ struct RopePairOp {
       add_bias(p, packed_row, a0, b0);
       add_bias(p, packed_row + 1, a1, b1);
       Target const to = target(p, token, packed_row);  // row + 1 is the next pair / dim of the same head
-      if (to.pair >= 0) {
-        int64_t const pos = position(p, token);
-        rotate(p, pos, to.pair, a0, b0);
-        rotate(p, pos, to.pair + 1, a1, b1);
-      }
+      if (to.pair >= 0) rotate2(p, position(p, token), to.pair, a0, b0, a1, b1);
       if (to.pair >= 0 && !kNeox) {  // GPT-J: dims 2j, 2j+1, 2j+2, 2j+3
         cutlass::AlignedArray<ElementD, 4> out;
         out[0] = to_d(a0);
