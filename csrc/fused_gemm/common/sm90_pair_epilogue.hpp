@@ -9,13 +9,17 @@
 //   * weight on the kernel's M side (swap-AB): a thread holds rows m and m + 8 (values v, v + 2).
 // The sm90 wgmma C fragment is ((2, 2, N/8), MMA_M, MMA_N) with value strides (col+1, row+8, col+8).
 //
-// PairOp supplies Arguments (= Params) and
-//   template <bool kSwapAB> static void apply(Params const &, int token, int packed_row,
+// PairOp supplies Arguments (= Params), Inputs (what it reads from memory for one pair group) and
+//   template <bool kSwapAB> static Inputs load(Params const &, int token, int packed_row, int tokens,
+//                                              int packed_rows)
+//   template <bool kSwapAB> static void apply(Params const &, Inputs const &, int token, int packed_row,
 //                                             float first0, float first1, float second0, float second1,
 //                                             int tokens, int packed_rows)
 // where (first0, second0) are the pair at (token, packed_row) / (token, packed_row + 8) and
 // (first1, second1) the next value the thread holds: the next packed row's pair (the next token
-// with swap-AB).  apply() checks bounds and stores.
+// with swap-AB).  apply() checks bounds and stores.  Groups are done in batches: every load of a
+// batch first, then every apply, so a batch waits for memory once instead of once per group (an
+// epilogue warp has no other warp on its scheduler to hide the latency).
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -94,19 +98,35 @@ class Sm90PairEpilogue {
 
     constexpr int kValues = size<0>(FrgLayout{});           // values per fragment: 4 * N/8
     constexpr int kPartner = kSwapAB ? 2 : 4;                // the value 8 packed rows further on
+    constexpr int kTotal = decltype(size(accumulators))::value;
+    constexpr int kBatch = kTotal < 32 ? kTotal : 32;        // fragment values per batch
+    static_assert(kTotal % kBatch == 0 && kBatch % 8 == 0);
     int const tokens = kSwapAB ? N : M;
     int const packed_rows = kSwapAB ? M : N;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(accumulators); i += 2) {
+    auto first_of_pair = [](int i) {
       int const v = i % kValues;
-      bool const first_of_pair = kSwapAB ? ((v / 2) % 2 == 0) : ((v / 4) % 2 == 0);
-      if (first_of_pair) {
-        auto coord = thread_coords(i);
-        int const token = kSwapAB ? get<1>(coord) : get<0>(coord);
-        int const packed_row = kSwapAB ? get<0>(coord) : get<1>(coord);
-        PairOp::template apply<kSwapAB>(params_, token, packed_row, accumulators(i), accumulators(i + 1),
-                                        accumulators(i + kPartner), accumulators(i + kPartner + 1), tokens,
-                                        packed_rows);
+      return kSwapAB ? ((v / 2) % 2 == 0) : ((v / 4) % 2 == 0);
+    };
+    CUTLASS_PRAGMA_UNROLL
+    for (int base = 0; base < kTotal; base += kBatch) {
+      typename PairOp::Inputs inputs[kBatch / 4];            // one per pair group (4 values)
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = base, g = 0; i < base + kBatch; i += 2) {
+        if (first_of_pair(i)) {
+          auto coord = thread_coords(i);
+          inputs[g++] = PairOp::template load<kSwapAB>(params_, kSwapAB ? get<1>(coord) : get<0>(coord),
+                                                       kSwapAB ? get<0>(coord) : get<1>(coord), tokens, packed_rows);
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = base, g = 0; i < base + kBatch; i += 2) {
+        if (first_of_pair(i)) {
+          auto coord = thread_coords(i);
+          PairOp::template apply<kSwapAB>(params_, inputs[g++], kSwapAB ? get<1>(coord) : get<0>(coord),
+                                          kSwapAB ? get<0>(coord) : get<1>(coord), accumulators(i),
+                                          accumulators(i + 1), accumulators(i + kPartner),
+                                          accumulators(i + kPartner + 1), tokens, packed_rows);
+        }
       }
     }
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "cutlass/arch/memory.h"
 #include "cutlass/array.h"
 #include "cutlass/numeric_conversion.h"
 #include "fused_gemm/common/sm90_launcher.hpp"
@@ -50,30 +51,11 @@ struct RopePairOp {
     int positions_int64 = 0;
   };
 
-  struct Target {  // where a packed row's head goes
-    ElementD *base;
-    int dim;         // natural dim of the row (first of its pair when rotated)
-    int partner;     // natural dim of the row 8 further on
-    int pair;        // rotation pair index, or -1 if not rotated
+  // cos/sin of the thread's two rotations in a pair group: two pairs of one token (the next packed
+  // row's pair), or one pair of two tokens (swap-AB).  Rows that are not rotated get (1, 0).
+  struct Inputs {
+    float cos0, sin0, cos1, sin1;
   };
-
-  CUTLASS_DEVICE static Target target(Arguments const &p, int token, int packed_row) {
-    int const head = packed_row / kHeadDim;
-    int const r = packed_row % kHeadDim;
-    ElementD *base;
-    bool rotated = r < kRotaryDim;
-    if (head < p.num_heads) {
-      base = p.q + token * p.ldq + head * kHeadDim;
-    } else if (head < p.num_heads + p.num_kv_heads) {
-      base = p.k + token * p.ldk + (head - p.num_heads) * kHeadDim;
-    } else {
-      base = p.v + token * p.ldv + (head - p.num_heads - p.num_kv_heads) * kHeadDim;
-      rotated = false;
-    }
-    if (!rotated) return {base, r, r + 8, -1};
-    int const j = (r / 16) * 8 + (r % 8);
-    return kNeox ? Target{base, j, j + kHalf, j} : Target{base, 2 * j, 2 * j + 1, j};
-  }
 
   CUTLASS_DEVICE static int64_t position(Arguments const &p, int token) {
     int64_t pos = p.positions_int64 ? static_cast<int64_t>(load_readonly(static_cast<long long const *>(p.positions) + token))
@@ -83,27 +65,39 @@ struct RopePairOp {
     return pos < 0 ? 0 : (pos >= p.max_pos ? p.max_pos - 1 : pos);
   }
 
-  // Rotates (first, second) in place if the row is rotated.
-  CUTLASS_DEVICE static void rotate(Arguments const &p, int64_t pos, int pair, float &first, float &second) {
-    if (pair < 0) return;
-    float const c = load_readonly(p.cos_sin + pos * kRotaryDim + pair);
-    float const s = load_readonly(p.cos_sin + pos * kRotaryDim + kHalf + pair);
+  CUTLASS_DEVICE static bool rotated(Arguments const &p, int packed_row) {
+    return packed_row / kHeadDim < p.num_heads + p.num_kv_heads && packed_row % kHeadDim < kRotaryDim;
+  }
+
+  CUTLASS_DEVICE static int pair_of(int packed_row) {
+    int const r = packed_row % kHeadDim;
+    return (r / 16) * 8 + (r % 8);
+  }
+
+  // Branch-free, unconditional reads (out-of-range tokens read a valid row and are not stored), so
+  // that the loads of a whole batch are in flight together.
+  template <bool kSwapAB>
+  CUTLASS_DEVICE static Inputs load(Arguments const &p, int token, int packed_row, int tokens, int) {
+    bool const rot = rotated(p, packed_row);
+    int const pair = rot ? pair_of(packed_row) : 0;
+    Inputs in;
+    if constexpr (kSwapAB) {
+      float const *row0 = p.cos_sin + position(p, token < tokens ? token : tokens - 1) * kRotaryDim + pair;
+      float const *row1 = p.cos_sin + position(p, token + 1 < tokens ? token + 1 : tokens - 1) * kRotaryDim + pair;
+      in = {load_readonly(row0), load_readonly(row0 + kHalf), load_readonly(row1), load_readonly(row1 + kHalf)};
+    } else {  // pair is even: the two pairs' cos (and sin) are adjacent
+      float const *row = p.cos_sin + position(p, token < tokens ? token : tokens - 1) * kRotaryDim + pair;
+      float2 const c = __ldg(reinterpret_cast<float2 const *>(row));
+      float2 const s = __ldg(reinterpret_cast<float2 const *>(row + kHalf));
+      in = {c.x, s.x, c.y, s.y};
+    }
+    return rot ? in : Inputs{1.f, 0.f, 1.f, 0.f};
+  }
+
+  CUTLASS_DEVICE static void rotate(float c, float s, float &first, float &second) {
     float const x1 = first, x2 = second;
     first = x1 * c - x2 * s;
     second = x2 * c + x1 * s;
-  }
-
-  // Two consecutive pairs (pair even): one 8-byte load each for their cos and sin.
-  CUTLASS_DEVICE static void rotate2(Arguments const &p, int64_t pos, int pair, float &first0, float &second0,
-                                     float &first1, float &second1) {
-    float const *row = p.cos_sin + pos * kRotaryDim + pair;
-    float2 const c = __ldg(reinterpret_cast<float2 const *>(row));
-    float2 const s = __ldg(reinterpret_cast<float2 const *>(row + kHalf));
-    float const x10 = first0, x20 = second0, x11 = first1, x21 = second1;
-    first0 = x10 * c.x - x20 * s.x;
-    second0 = x20 * c.x + x10 * s.x;
-    first1 = x11 * c.y - x21 * s.y;
-    second1 = x21 * c.y + x11 * s.y;
   }
 
   CUTLASS_DEVICE static void add_bias(Arguments const &p, int packed_row, float &first, float &second) {
@@ -113,44 +107,59 @@ struct RopePairOp {
     }
   }
 
-  template <bool kSwapAB>
-  CUTLASS_DEVICE static void apply(Arguments const &p, int token, int packed_row, float first0, float first1,
-                                   float second0, float second1, int tokens, int packed_rows) {
-    if (packed_row >= packed_rows || token >= tokens) return;
+  // The token's q, k or v head that a packed row belongs to, and the natural dims of the row and
+  // of its partner 8 rows on.
+  CUTLASS_DEVICE static ElementD *head_base(Arguments const &p, int token, int packed_row) {
+    int const head = packed_row / kHeadDim;
+    int const kv = head - p.num_heads;
+    ElementD *q = p.q + token * p.ldq + head * kHeadDim;
+    ElementD *k = p.k + token * p.ldk + kv * kHeadDim;
+    ElementD *v = p.v + token * p.ldv + (kv - p.num_kv_heads) * kHeadDim;
+    return head < p.num_heads ? q : (kv < p.num_kv_heads ? k : v);
+  }
+
+  template <int kElements>
+  CUTLASS_DEVICE static void store(ElementD *ptr, float const (&values)[kElements], bool pred) {
     cutlass::NumericConverter<ElementD, float> to_d;
+    cutlass::AlignedArray<ElementD, kElements> out;
+    CUTLASS_PRAGMA_UNROLL
+    for (int e = 0; e < kElements; ++e) out[e] = to_d(values[e]);
+    cutlass::arch::global_store<decltype(out), sizeof(out)>(out, ptr, pred);
+  }
+
+  template <bool kSwapAB>
+  CUTLASS_DEVICE static void apply(Arguments const &p, Inputs const &in, int token, int packed_row, float first0,
+                                   float first1, float second0, float second1, int tokens, int packed_rows) {
+    if (packed_row >= packed_rows) return;
+    bool const rot = rotated(p, packed_row);
+    int const r = packed_row % kHeadDim;
+    int const j = pair_of(packed_row);
+    int const dim = rot ? (kNeox ? j : 2 * j) : r;
+    int const partner = rot ? (kNeox ? j + kHalf : 2 * j + 1) : r + 8;
     if constexpr (kSwapAB) {  // the second values are the next token, same packed row
-      CUTLASS_PRAGMA_UNROLL
-      for (int t = 0; t < 2; ++t) {
-        if (token + t >= tokens) break;
-        float a = t == 0 ? first0 : first1;
-        float b = t == 0 ? second0 : second1;
-        add_bias(p, packed_row, a, b);
-        Target const to = target(p, token + t, packed_row);
-        if (to.pair >= 0) rotate(p, position(p, token + t), to.pair, a, b);
-        to.base[to.dim] = to_d(a);
-        to.base[to.partner] = to_d(b);
-      }
+      add_bias(p, packed_row, first0, second0);
+      add_bias(p, packed_row, first1, second1);
+      rotate(in.cos0, in.sin0, first0, second0);
+      rotate(in.cos1, in.sin1, first1, second1);
+      bool const next = token + 1 < tokens;
+      ElementD *base0 = head_base(p, token < tokens ? token : 0, packed_row);
+      ElementD *base1 = head_base(p, next ? token + 1 : 0, packed_row);
+      store<1>(base0 + dim, {first0}, token < tokens);
+      store<1>(base0 + partner, {second0}, token < tokens);
+      store<1>(base1 + dim, {first1}, next);
+      store<1>(base1 + partner, {second1}, next);
     } else {  // the second values are the next packed row (packed_row is even), same token
-      float a0 = first0, b0 = second0, a1 = first1, b1 = second1;
-      add_bias(p, packed_row, a0, b0);
-      add_bias(p, packed_row + 1, a1, b1);
-      Target const to = target(p, token, packed_row);  // row + 1 is the next pair / dim of the same head
-      if (to.pair >= 0) rotate2(p, position(p, token), to.pair, a0, b0, a1, b1);
-      if (to.pair >= 0 && !kNeox) {  // GPT-J: dims 2j, 2j+1, 2j+2, 2j+3
-        cutlass::AlignedArray<ElementD, 4> out;
-        out[0] = to_d(a0);
-        out[1] = to_d(b0);
-        out[2] = to_d(a1);
-        out[3] = to_d(b1);
-        *reinterpret_cast<cutlass::AlignedArray<ElementD, 4> *>(to.base + to.dim) = out;
-      } else {  // dims (d, d + 1) and (partner, partner + 1)
-        cutlass::AlignedArray<ElementD, 2> first, second;
-        first[0] = to_d(a0);
-        first[1] = to_d(a1);
-        second[0] = to_d(b0);
-        second[1] = to_d(b1);
-        *reinterpret_cast<cutlass::AlignedArray<ElementD, 2> *>(to.base + to.dim) = first;
-        *reinterpret_cast<cutlass::AlignedArray<ElementD, 2> *>(to.base + to.partner) = second;
+      add_bias(p, packed_row, first0, second0);
+      add_bias(p, packed_row + 1, first1, second1);
+      rotate(in.cos0, in.sin0, first0, second0);
+      rotate(in.cos1, in.sin1, first1, second1);
+      bool const valid = token < tokens;
+      ElementD *base = head_base(p, valid ? token : 0, packed_row);
+      if (!kNeox && rot) {  // GPT-J: dims 2j, 2j+1, 2j+2, 2j+3
+        store<4>(base + dim, {first0, second0, first1, second1}, valid);
+      } else {              // dims (d, d + 1) and (partner, partner + 1)
+        store<2>(base + dim, {first0, first1}, valid);
+        store<2>(base + partner, {second0, second1}, valid);
       }
     }
   }
