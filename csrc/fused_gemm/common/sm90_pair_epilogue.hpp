@@ -9,7 +9,8 @@
 //   * weight on the kernel's M side (swap-AB): a thread holds rows m and m + 8 (values v, v + 2).
 // The sm90 wgmma C fragment is ((2, 2, N/8), MMA_M, MMA_N) with value strides (col+1, row+8, col+8).
 //
-// PairOp supplies Arguments (= Params), Inputs (what it reads from memory for one pair group) and
+// PairOp supplies Arguments (= Params), Inputs (what it reads from memory for one pair group),
+// kBatchValues (fragment values per batch: more is fewer waits for memory, more registers) and
 //   template <bool kSwapAB> static Inputs load(Params const &, int token, int packed_row, int tokens,
 //                                              int packed_rows)
 //   template <bool kSwapAB> static void apply(Params const &, Inputs const &, int token, int packed_row,
@@ -99,7 +100,7 @@ class Sm90PairEpilogue {
     constexpr int kValues = size<0>(FrgLayout{});           // values per fragment: 4 * N/8
     constexpr int kPartner = kSwapAB ? 2 : 4;                // the value 8 packed rows further on
     constexpr int kTotal = decltype(size(accumulators))::value;
-    constexpr int kBatch = kTotal < 32 ? kTotal : 32;        // fragment values per batch
+    constexpr int kBatch = kTotal < PairOp::kBatchValues ? kTotal : PairOp::kBatchValues;  // values per batch
     static_assert(kTotal % kBatch == 0 && kBatch % 8 == 0);
     int const tokens = kSwapAB ? N : M;
     int const packed_rows = kSwapAB ? M : N;

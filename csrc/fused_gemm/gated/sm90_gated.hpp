@@ -29,6 +29,7 @@ struct GatedPairOp {
   };
 
   struct Inputs {};  // nothing read ahead: bias and residual loads do not depend on other loads
+  static constexpr int kBatchValues = 32;
 
   template <bool kSwapAB>
   CUTLASS_DEVICE static Inputs load(Arguments const &, int, int, int, int) {

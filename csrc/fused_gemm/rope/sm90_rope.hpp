@@ -56,6 +56,9 @@ struct RopePairOp {
   struct Inputs {
     float cos0, sin0, cos1, sin1;
   };
+  // Each batch waits twice for memory (positions, then cos/sin).  64 values would halve the waits
+  // but spills next to the pingpong consumer's 128 accumulators (56 bytes at D = 128).
+  static constexpr int kBatchValues = 32;
 
   CUTLASS_DEVICE static int64_t position(Arguments const &p, int token) {
     int64_t pos = p.positions_int64 ? static_cast<int64_t>(load_readonly(static_cast<long long const *>(p.positions) + token))
