@@ -137,3 +137,8 @@ def test_gated_spec_refuses_what_its_epilogue_cannot_do():
         GatedSpec(activation="tanh")
     with pytest.raises(SpecError, match="no mainloop"):
         GatedSpec("e4m3")
+    with pytest.raises(SpecError, match="batches"):   # would meet a static_assert in nvcc
+        GatedSpec(config=TileConfig((128, 208, 64), (1, 1, 1), "pingpong"))
+    from fused_gemm.generator import RopeSpec
+    with pytest.raises(SpecError, match="batches"):
+        RopeSpec(config=TileConfig((64, 24, 128), (1, 1, 1), "warpspecialized", swap_ab=True))

@@ -43,7 +43,7 @@ def pack_gate_up(w_gate: Tensor, w_up: Tensor) -> Tensor:
 
 
 def unpack_gate_up(packed: Tensor):
-    """(w_gate, w_up) back from a ``pack_gate_up`` weight (views, no copy)."""
+    """(w_gate, w_up) back from a ``pack_gate_up`` weight (copies: the rows are interleaved)."""
     if not isinstance(packed, Tensor) or packed.dim() != 2 or packed.shape[0] % (2 * PAIR_BLOCK):
         raise ValueError("packed must be a [2I, K] tensor from pack_gate_up (2I a multiple of 16)")
     rows, k = packed.shape

@@ -164,6 +164,11 @@ class RopeOp(KernelOp):
             raise ValueError(f"cos_sin_cache must be a contiguous fp32 [max_position, rotary_dim={spec.rotary_dim}] "
                              f"tensor (cos then sin, see rope_cos_sin_cache), got {tuple(cos_sin.shape)}")
         max_pos = cos_sin.shape[0]
+        if max_pos == 0:
+            raise ValueError("cos_sin_cache has no positions")
+        if cos_sin.data_ptr() % ALIGN_BYTES:   # the kernel reads cos/sin pairs as 8-byte vectors
+            raise ValueError("cos_sin_cache's data pointer must be 16-byte aligned; pass a fresh or .contiguous() "
+                             "tensor")
         if check_positions and T and not torch.cuda.is_current_stream_capturing():
             lo, hi = torch.aminmax(positions)   # a sync: qkv_rope(check_positions=False) skips it
             if int(lo) < 0 or int(hi) >= max_pos:
@@ -185,7 +190,11 @@ class RopeOp(KernelOp):
         lda, a_ptr = checks.matrix("x", x, T, K, self._size)
         ldb, b_ptr = checks.matrix("weight", weight, N, K, self._size)
         inputs = [("x", a_ptr, a_ptr + (lda * (T - 1) + K) * self._size),
-                  ("weight", b_ptr, b_ptr + (ldb * (N - 1) + K) * self._size)]
+                  ("weight", b_ptr, b_ptr + (ldb * (N - 1) + K) * self._size),
+                  ("positions", positions.data_ptr(), positions.data_ptr() + T * positions.element_size()),
+                  ("cos_sin_cache", cos_sin.data_ptr(), cos_sin.data_ptr() + cos_sin.numel() * 4)]
+        if bias_ptr:
+            inputs.append(("bias", bias_ptr, bias_ptr + N * self._size))
         outs = [(name, t.data_ptr(), t.data_ptr() + (ld * (T - 1) + t.shape[1] * D) * self._size)
                 for name, t, ld in (("q", q, ldq), ("k", k, ldk), ("v", v, ldv))]
         for name, lo, hi in outs:

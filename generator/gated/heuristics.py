@@ -7,7 +7,7 @@ family's: swap-AB with 64-row weight tiles and PDL, weight-bandwidth bound.  Abo
   M = 1024: pingpong 128x128, 2x1 cluster, swizzle 4      704 TF/s (torch.mm 657)
   M = 4096: pingpong 128x128, 1x2 cluster                 704 TF/s (torch.mm 714)
   M = 16384: pingpong 128x192, 1x2 cluster, swizzle 4     705 TF/s (torch.mm 720)
-M = 128 keeps the 1x2 cluster.  Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
+M <= 512 keeps the 1x2 cluster.  Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
 runtime read the same table.
 """
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..errors import SpecError
+from ..pair import check_pair_config
 from ..gemm.spec import ACTIVATIONS, ARCHES, OPERAND_PAIRS, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TileConfig, \
     canonical_dtype
 
@@ -54,15 +55,7 @@ class GatedSpec:
             raise SpecError(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
-        cfg = self.config
-        if cfg.scheduler != "persistent":
-            raise SpecError("gated kernels use the persistent tile scheduler (no stream-K)")
-        if cfg.epilogue_tile is not None:
-            raise SpecError("gated kernels store from registers: they take no epilogue_tile")
-        packed_side = cfg.tile[0] if cfg.swap_ab else cfg.tile[1]
-        if packed_side % 16:
-            raise SpecError(f"tile {cfg.tile}: the weight's side of the tile must be a multiple of 16 "
-                            "(gate/up pairs live in 16-row blocks)")
+        check_pair_config(self.config, "gated")
 
     @property
     def uri(self) -> str:

@@ -1,6 +1,6 @@
 """The GEMM family's C ABI: one launch, in the caller's terms (never swapped):
 D[M,N] = epi(A[M,K] @ B^T).  Passed by pointer so that Python fills it with one
-struct.pack_into instead of converting ~30 ctypes arguments per call."""
+struct.pack instead of converting ~30 ctypes arguments per call."""
 from ..abi import AbiStruct, Field
 
 PROBLEM = AbiStruct("FgGemmProblem", version=4, fields=(

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
+from ..pair import check_pair_config
 from ..gemm.spec import ARCHES, OPERAND_PAIRS, SCHEDULES, TILE_SCHEDULERS, TileConfig, canonical_dtype
 
 DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
@@ -50,11 +51,7 @@ class RopeSpec:
             raise SpecError(f"style {self.style!r} is not one of {STYLES}")
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
-        cfg = self.config
-        if cfg.scheduler != "persistent" or cfg.epilogue_tile is not None:
-            raise SpecError("rope kernels use the persistent tile scheduler and store from registers")
-        if (cfg.tile[0] if cfg.swap_ab else cfg.tile[1]) % 16:
-            raise SpecError(f"tile {cfg.tile}: the weight's side of the tile must be a multiple of 16")
+        check_pair_config(self.config, "rope")
 
     @property
     def uri(self) -> str:
