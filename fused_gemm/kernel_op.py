@@ -4,15 +4,17 @@ and adds its one validation path (``run``).  The helpers here run on every call,
 module-level names bound once (torch's raw getters skip per-call object creation)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
 
 from .errors import FusedGemmError
+from .generator import DEFAULT_LAUNCH, LaunchOptions
 from .library import STATUS_NAMES, KernelLibrary
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 ARCH_CAPABILITY = {"sm90a": (9, 0)}
 # Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.
 TORCH_ACTIVATIONS = {
@@ -35,6 +37,15 @@ ONE_DEVICE = torch.cuda.device_count() <= 1   # then x's device is the current o
 DEVICES: Dict[int, torch.device] = {}         # ordinal -> device object, built once (not one per call)
 _is_capturing = torch.cuda.is_current_stream_capturing
 _empty_like = torch.empty_like
+
+
+def dtype_name(arg: str, dtype: Optional[torch.dtype]) -> Optional[str]:
+    """A spec's dtype name for a tensor dtype (None stays None); TypeError naming ``arg`` otherwise."""
+    if dtype is None:
+        return None
+    if dtype not in DTYPE_NAMES:
+        raise TypeError(f"{arg} has dtype {dtype}; supported: bfloat16, float16 (float32 for the output)")
+    return DTYPE_NAMES[dtype]
 
 
 class KernelOp:
@@ -73,6 +84,17 @@ class KernelOp:
             raise not_ready(self.spec, f"its first call on cuda:{dev} is inside a CUDA-graph capture, where it "
                                        "cannot be loaded")
         self.prepare(dev)
+
+    def checked_launch(self, launch):
+        """``launch`` (default: DEFAULT_LAUNCH) if it is a LaunchOptions this library can run.
+        (GemmOp.run inlines the same checks: its path is the decode hot path.)"""
+        if launch is None:
+            return DEFAULT_LAUNCH
+        if type(launch) is not LaunchOptions:
+            raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
+        if launch.pdl and not self._supports_pdl:
+            raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control")
+        return launch
 
     def new_output(self, out_shape, dtype: torch.dtype, dev: int) -> torch.Tensor:
         """A fresh contiguous output: empty_like of a cached zero-stride template (cheaper than

@@ -19,22 +19,13 @@ from ..generator import LaunchOptions, SpecError
 from ..generator.gated import GatedSpec
 from ..generator.gated import heuristics
 from ..generator.gemm.spec import ACTIVATIONS
-from ..kernel_op import TORCH_DTYPES
+from ..kernel_op import dtype_name
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import GatedOp, pack_gate_up
 
 Tensor = torch.Tensor
-_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 _selection: Dict[Tuple, Tuple[GatedOp, LaunchOptions]] = {}
 _selection_lock = threading.Lock()
-
-
-def _name(arg: str, dtype) -> Optional[str]:
-    if dtype is None:
-        return None
-    if dtype not in _NAMES:
-        raise TypeError(f"{arg} has dtype {dtype}; supported: bfloat16, float16 (float32 for the output)")
-    return _NAMES[dtype]
 
 
 def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tuple[GatedOp, LaunchOptions]:
@@ -56,9 +47,9 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
             raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
         rule = heuristics.RULES["sm90a"][row]
         try:
-            spec = GatedSpec(_name("x", x.dtype), _name("out", out_dtype), activation, bias=bias is not None,
-                             residual=residual is not None, bias_dtype=_name("bias", key[2]),
-                             residual_dtype=_name("residual", key[3]), config=rule.config)
+            spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
+                             residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),
+                             residual_dtype=dtype_name("residual", key[3]), config=rule.config)
         except SpecError as exc:
             raise TypeError(str(exc)) from None
         hit = (jit.compile(spec), rule.launch)

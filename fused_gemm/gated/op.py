@@ -13,7 +13,7 @@ import torch
 
 from .. import checks
 from ..checks import ALIGN_BYTES
-from ..generator import DEFAULT_LAUNCH, LaunchOptions
+from ..generator import LaunchOptions
 from ..generator.gated import PROBLEM, GatedSpec
 from ..kernel_op import TORCH_ACTIVATIONS, TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
@@ -102,11 +102,7 @@ class GatedOp(KernelOp):
             raise ValueError("bias_gate/bias_up were given, but this kernel was built without bias")
         if out_dtype is not None and out_dtype is not self._out_dtype:
             raise TypeError(f"out_dtype {out_dtype} is not this kernel's output dtype {self._out_dtype}")
-        launch = DEFAULT_LAUNCH if launch is None else launch
-        if type(launch) is not LaunchOptions:
-            raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
-        if launch.pdl and not self._supports_pdl:
-            raise ValueError(f"launch.pdl=True, but {spec.uri} was built without grid-dependency control")
+        launch = self.checked_launch(launch)
         alpha = checks.scalar("alpha", alpha)
         beta = checks.scalar("beta", beta)
         checks.refuse_grad("gated_linear", x, weight, bias_gate, bias_up, residual)

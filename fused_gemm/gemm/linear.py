@@ -23,20 +23,12 @@ from ..generator.gemm import heuristics
 from ..generator.gemm.launch import DECOMPOSITION, RASTER, REDUCTION
 from ..generator.gemm.spec import ACTIVATIONS
 from ..torch_ops import _dispatch_modes, _is_compiling, define
-from .op import TORCH_DTYPES, GemmOp
+from ..kernel_op import TORCH_DTYPES, dtype_name
+from .op import GemmOp
 
 Tensor = torch.Tensor
-_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _selection: Dict[Tuple, Tuple[GemmOp, LaunchOptions]] = {}
 _selection_lock = threading.Lock()
-
-
-def _dtype_name(name: str, dtype: Optional[torch.dtype]) -> Optional[str]:
-    if dtype is None:
-        return None
-    if dtype not in _DTYPE_NAMES:
-        raise TypeError(f"{name} has dtype {dtype}; supported: bfloat16, float16 (float32 for the output)")
-    return _DTYPE_NAMES[dtype]
 
 
 def _dtype_of(name: str, t) -> Optional[torch.dtype]:
@@ -81,9 +73,9 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
                             activation=act, residual=residual_dtype is not None)
         rule = heuristics.RULES["sm90a"][row]
-        spec = GemmSpec(_dtype_name("x", dtype), out_dtype=_dtype_name("out", out_dtype),
-                        residual_dtype=_dtype_name("residual", residual_dtype),
-                        bias_dtype=_dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)
+        spec = GemmSpec(dtype_name("x", dtype), out_dtype=dtype_name("out", out_dtype),
+                        residual_dtype=dtype_name("residual", residual_dtype),
+                        bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)
     except SpecError as exc:
         raise TypeError(str(exc)) from None
     hit = (jit.compile(spec), rule.launch)

@@ -16,12 +16,11 @@ from .. import checks, jit
 from ..generator import LaunchOptions, SpecError
 from ..generator.gemm import heuristics
 from ..generator.rope import RopeSpec
-from ..kernel_op import TORCH_DTYPES
+from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import PackedQKV, RopeOp, pack_qkv_rope
 
 Tensor = torch.Tensor
-_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 _selection: Dict[Tuple, Tuple[RopeOp, LaunchOptions]] = {}
 _selection_lock = threading.Lock()
 
@@ -37,7 +36,7 @@ def select(x, bias, head_dim, rotary_dim, style, m) -> Tuple[RopeOp, LaunchOptio
             raise TypeError(f"x has dtype {x.dtype}; qkv_rope takes bfloat16 or float16 activations")
         rule = heuristics.RULES["sm90a"][row]
         try:
-            spec = RopeSpec(_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
+            spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
         except SpecError as exc:
             raise ValueError(str(exc)) from None
         hit = (jit.compile(spec), rule.launch)

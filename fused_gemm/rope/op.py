@@ -16,7 +16,7 @@ import torch
 
 from .. import checks
 from ..checks import ALIGN_BYTES
-from ..generator import DEFAULT_LAUNCH, LaunchOptions
+from ..generator import LaunchOptions
 from ..generator.rope import PROBLEM, RopeSpec
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
@@ -174,11 +174,7 @@ class RopeOp(KernelOp):
             if int(lo) < 0 or int(hi) >= max_pos:
                 raise ValueError(f"positions hold values in [{int(lo)}, {int(hi)}], outside the cos/sin cache's "
                                  f"{max_pos} positions")
-        launch = DEFAULT_LAUNCH if launch is None else launch
-        if type(launch) is not LaunchOptions:
-            raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
-        if launch.pdl and not self._supports_pdl:
-            raise ValueError(f"launch.pdl=True, but {spec.uri} was built without grid-dependency control")
+        launch = self.checked_launch(launch)
         checks.refuse_grad("qkv_rope", x, weight, bias)
         q, ldq = self._output("q", q, (T, num_heads, D), dev)
         k, ldk = self._output("k", k, (T, num_kv_heads, D), dev)

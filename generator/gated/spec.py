@@ -13,8 +13,7 @@ from typing import Optional
 
 from ..errors import SpecError
 from ..pair import check_pair_config
-from ..gemm.spec import ACTIVATIONS, ARCHES, OPERAND_PAIRS, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TileConfig, \
-    canonical_dtype
+from ..gemm.spec import ACTIVATIONS, ARCHES, OPERAND_PAIRS, OUTPUT_DTYPES, TILE_URI, TileConfig, canonical_dtype
 
 DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
 
@@ -73,10 +72,7 @@ class GatedSpec:
         if not m:
             raise SpecError(f"{uri!r} is not a gated kernel URI (like {cls().uri!r})")
         g = m.groupdict()
-        config = TileConfig(
-            tuple(int(v) for v in g["tile"].split("x")), tuple(int(v) for v in g["cluster"].split("x")),
-            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
-            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]))
+        config = TileConfig.from_uri_groups(g)
         spec = cls(g["a"], g["d"], g["act"], bias=g["bias"] is not None, residual=g["c"] is not None,
                    bias_dtype=g["bias"], residual_dtype=g["c"], config=config, pdl=not g["nopdl"], arch=g["arch"])
         if spec.uri != uri:
@@ -90,6 +86,5 @@ class GatedSpec:
 _DT = r"[a-z0-9]+"
 _URI = re.compile(
     rf"^gated_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?(?:_bias-(?P<bias>{_DT}))?"
-    rf"_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
-    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    rf"{TILE_URI}"
     rf"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_act-(?P<act>{'|'.join(ACTIVATIONS)})$")

@@ -153,6 +153,15 @@ class TileConfig:
         if self.scheduler == "stream_k" and self.schedule != "cooperative":
             raise SpecError("stream-K needs the cooperative schedule in CUTLASS 3.x")
 
+    @classmethod
+    def from_uri_groups(cls, g) -> "TileConfig":
+        """The config that ``name`` spelled, from a URI regex's groups (tile, cluster, schedule,
+        scheduler, swap and, where the family has it, etile)."""
+        etile = g.get("etile")
+        return cls(_triple(g["tile"]), _triple(g["cluster"]), {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
+                   {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]),
+                   epilogue_tile=_triple(etile) if etile else None)
+
     @property
     def name(self) -> str:
         t = "x".join(map(str, self.tile))
@@ -224,11 +233,7 @@ class GemmSpec:
         if not m:
             raise SpecError(f"{uri!r} is not a GEMM kernel URI (like {cls().uri!r})")
         g = m.groupdict()
-        config = TileConfig(
-            _triple(g["tile"]), _triple(g["cluster"]),
-            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
-            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]],
-            swap_ab=bool(g["swap"]), epilogue_tile=_triple(g["etile"]) if g["etile"] else None)
+        config = TileConfig.from_uri_groups(g)
         spec = cls(g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
                    config, pdl=not g["nopdl"], arch=g["arch"])
         if spec.uri != uri:
@@ -240,8 +245,10 @@ class GemmSpec:
 
 
 _DT = r"[a-z0-9]+"
+# TileConfig.name's tile, cluster, schedule and scheduler, as URI regex groups (every family's URI has them)
+TILE_URI = (rf"_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
+            rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})")
 _URI = re.compile(
     rf"^gemm_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_b-(?P<b>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
-    rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn)_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
-    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn){TILE_URI}"
     r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")

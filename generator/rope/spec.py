@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
 from ..pair import check_pair_config
-from ..gemm.spec import ARCHES, OPERAND_PAIRS, SCHEDULES, TILE_SCHEDULERS, TileConfig, canonical_dtype
+from ..gemm.spec import ARCHES, OPERAND_PAIRS, TILE_URI, TileConfig, canonical_dtype
 
 DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
 STYLES = ("neox", "gptj")
@@ -66,10 +66,7 @@ class RopeSpec:
         if not m:
             raise SpecError(f"{uri!r} is not a rope kernel URI (like {cls().uri!r})")
         g = m.groupdict()
-        config = TileConfig(
-            tuple(int(v) for v in g["tile"].split("x")), tuple(int(v) for v in g["cluster"].split("x")),
-            {v: k for k, v in SCHEDULES.items()}[g["schedule"]],
-            {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]))
+        config = TileConfig.from_uri_groups(g)
         spec = cls(g["a"], int(g["d"]), int(g["r"]), g["style"], bias=g["bias"] is not None, config=config,
                    pdl=not g["nopdl"], arch=g["arch"])
         if spec.uri != uri:
@@ -82,6 +79,5 @@ class RopeSpec:
 
 _URI = re.compile(
     r"^rope_(?P<arch>sm\d+a?)_a-(?P<a>[a-z0-9]+)(?:_bias-(?P<bias>[a-z0-9]+))?_d(?P<d>\d+)_r(?P<r>\d+)"
-    rf"_(?P<style>{'|'.join(STYLES)})_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
-    rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})"
+    rf"_(?P<style>{'|'.join(STYLES)}){TILE_URI}"
     r"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?$")
