@@ -172,3 +172,13 @@ def test_bad_inputs_raise_before_launch():
         fused_gemm.rope.api._qkv_rope(x, packed.weight[:-128], None, positions, cache, 8, 2, 128, 128, "neox")
     with pytest.raises(RuntimeError, match="requires grad"):
         qkv_rope(x.clone().requires_grad_(), packed, **kw)
+    with pytest.raises(ValueError, match="no positions"):
+        qkv_rope(x, packed, positions=positions, cos_sin_cache=cache[:0], check_positions=False)
+    flat = torch.empty(cache.numel() + 1, device="cuda")
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        qkv_rope(x, packed, positions=positions, cos_sin_cache=flat[1:].view_as(cache))
+    op, launch = fused_gemm.rope.api.select(x, None, 128, 128, "neox", 7)
+    q = torch.zeros(7, 8, 128, dtype=torch.bfloat16, device="cuda")
+    inside_q = q.view(-1)[:28].view(torch.int64)          # 7 positions stored in q's own memory
+    with pytest.raises(ValueError, match="q overlaps positions"):
+        op(x, packed.weight, None, inside_q, cache, 8, 2, q, launch=launch, check_positions=False)
