@@ -30,7 +30,7 @@ class KernelFamily:
     op: str                                           # "module:Class" of the runtime op (imported lazily)
     cutlass_examples: Tuple[str, ...] = ()            # examples/<name> folders put on the include path
     cli: Any = None                                   # module with add_arguments(group) and spec_from_args(args)
-    csrc_includes: Tuple[str, ...] = ()               # other families' csrc folders its kernels include
+    csrc_includes: Tuple[str, ...] = ()               # shared csrc/fused_gemm folders (besides common/) it includes
 
     @property
     def csrc_folders(self) -> Tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""What the pair epilogue (csrc/fused_gemm/common/sm90_pair_epilogue.hpp) needs of a tile config,
+"""What the pair epilogue (csrc/fused_gemm/pair/sm90_pair_epilogue.hpp) needs of a tile config,
 checked in the specs of the families built on it (gated, rope) so that nvcc never meets a
 static_assert: the weight's side of the tile a multiple of 16 (pairs live in 16-row blocks), and
 each consumer thread's accumulator count a whole number of 32-value batches (or of 8, below 32)."""

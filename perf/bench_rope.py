@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 import fused_gemm
-from timing import compare, rotation_count, warm_gpu  # perf/, the script's folder
+from timing import compare, paired_ratios, rotation_count, time_samples, warm_gpu  # perf/, the script's folder
 
 K, HQ, HKV, D = 4096, 32, 8, 128
 N = (HQ + 2 * HKV) * D
@@ -87,11 +88,12 @@ def rel_error(s) -> float:
 
 def row(m):
     sets = make_sets(m)
-    t = compare({name: [make(s) for s in sets] for name, make in VARIANTS.items()},
-                min_calls=20 if m >= 1024 else 64, reps=11)
-    best_unfused = min(t["eager"], t["compiled"])
-    r = {"M": m, **{f"{k}_us": v * 1e6 for k, v in t.items()}, "vs_gemm": t["ours"] / t["gemm"],
-         "vs_unfused": best_unfused / t["ours"], "rel_err": rel_error(sets[0])}
+    samples = time_samples({name: [make(s) for s in sets] for name, make in VARIANTS.items()},
+                           min_calls=10 if m >= 1024 else 64, reps=21)
+    over_ours = paired_ratios(samples, "ours")   # per repetition: drift between repetitions cancels
+    r = {"M": m, **{f"{k}_us": statistics.median(v) * 1e6 for k, v in samples.items()},
+         "vs_gemm": 1 / over_ours["gemm"], "vs_unfused": min(over_ours["eager"], over_ours["compiled"]),
+         "rel_err": rel_error(sets[0])}
     ratio = r["vs_gemm"]
     if m <= 16:   # decode runs in CUDA graphs, where the GPU time is what counts (eager is host-bound)
         g = compare({name: [VARIANTS[name](s) for s in sets] for name in ("ours", "gemm", "compiled")},

@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|host|sweep|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|host|sweep|sweep-prefill|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -29,6 +29,16 @@ for step in $steps; do
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
+    sweep-prefill) run build-sweep python3 perf/sweep.py --build-only --kind prefill
+                   run sweep-prefill python3 perf/sweep.py --kind prefill --json "$OUT/sweep_prefill.json" ;;
+    ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"
+           for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096)
+             run "ncu-$kind" ncu --clock-control none -k regex:device_kernel --launch-skip 3 --launch-count 1 \
+               --set full --import-source yes -f -o "$OUT/ncu_$kind" python3 perf/profile_kernels.py "$kind" --m "${NCU_M:-4096}"
+             ncu --import "$OUT/ncu_$kind.ncu-rep" --page details > "$OUT/ncu_${kind}_details.txt" 2>&1
+             ncu --import "$OUT/ncu_$kind.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${kind}_sass.csv" 2>&1
+             rm -f "$OUT/ncu_$kind.ncu-rep"   # the two exports above are what comes back
+           done ;;
     host)  run host python3 perf/host_overhead.py ;;
     all)   run build fused-gemm build --preset gpu-tests -q
            run build-gated fused-gemm build --preset gated-tests -q

@@ -1,7 +1,7 @@
 """GPU timing helpers: CUDA events, warm-up first, medians, inputs rotated past the L2.
 
 Variants are timed interleaved (a, b, c, a, b, c, ...) so that clock or thermal drift during a
-run lands on all of them alike, and ratios are taken per repetition before the median.
+run lands on all of them alike; paired_ratios takes ratios per repetition before the median.
 """
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ def _graph_runner(calls: Calls, n: int) -> Callable[[], None]:
     return graph.replay
 
 
-def compare(variants: Dict[str, Calls], graph: bool = False, reps: int = 9, min_calls: int = 64) -> Dict[str, float]:
-    """Median seconds per call of each variant, timed interleaved.
+def time_samples(variants: Dict[str, Calls], graph: bool = False, reps: int = 9,
+                 min_calls: int = 64) -> Dict[str, List[float]]:
+    """Seconds per call of each variant, one sample per repetition, timed interleaved.
 
     Eager mode times back-to-back launches (host overhead counts where it dominates); graph mode
     replays one CUDA graph holding all the calls.  Each variant cycles through its own calls
@@ -72,7 +73,20 @@ def compare(variants: Dict[str, Calls], graph: bool = False, reps: int = 9, min_
     for _ in range(reps):
         for name, run in runners.items():
             samples[name].append(_event_time(run) / counts[name])
+    return samples
+
+
+def compare(variants: Dict[str, Calls], graph: bool = False, reps: int = 9, min_calls: int = 64) -> Dict[str, float]:
+    """Median seconds per call of each variant, timed interleaved (see time_samples)."""
+    samples = time_samples(variants, graph, reps, min_calls)
     return {name: statistics.median(ts) for name, ts in samples.items()}
+
+
+def paired_ratios(samples: Dict[str, List[float]], baseline: str) -> Dict[str, float]:
+    """Median over repetitions of each variant's time / the baseline's time in the same repetition:
+    clock drift between repetitions cancels, as it does not in a ratio of medians."""
+    base = samples[baseline]
+    return {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in samples.items()}
 
 
 def per_call(calls: Calls, reps: int = 5, min_calls: int = 200) -> float:

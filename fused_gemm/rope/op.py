@@ -164,8 +164,8 @@ class RopeOp(KernelOp):
             raise ValueError(f"cos_sin_cache must be a contiguous fp32 [max_position, rotary_dim={spec.rotary_dim}] "
                              f"tensor (cos then sin, see rope_cos_sin_cache), got {tuple(cos_sin.shape)}")
         max_pos = cos_sin.shape[0]
-        if max_pos == 0:
-            raise ValueError("cos_sin_cache has no positions")
+        if max_pos == 0 or max_pos >= 1 << 31:
+            raise ValueError(f"cos_sin_cache has {max_pos} positions (1 to 2^31 - 1 supported)")
         if cos_sin.data_ptr() % ALIGN_BYTES:   # the kernel reads cos/sin pairs as 8-byte vectors
             raise ValueError("cos_sin_cache's data pointer must be 16-byte aligned; pass a fresh or .contiguous() "
                              "tensor")

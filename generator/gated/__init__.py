@@ -15,6 +15,7 @@ FAMILY = KernelFamily(
     presets=PRESETS,
     op="fused_gemm.gated.op:GatedOp",
     cli=cli,
+    csrc_includes=("pair",),                         # the pair epilogue
 )
 
 __all__ = ["FAMILY", "GatedSpec", "PROBLEM", "gated_specs"]

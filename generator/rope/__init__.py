@@ -15,6 +15,7 @@ FAMILY = KernelFamily(
     presets=PRESETS,
     op="fused_gemm.rope.op:RopeOp",
     cli=cli,
+    csrc_includes=("pair",),                         # the pair epilogue
 )
 
 __all__ = ["FAMILY", "PROBLEM", "RopeSpec", "rope_specs"]

@@ -11,7 +11,7 @@
 #include "cutlass/array.h"
 #include "cutlass/numeric_conversion.h"
 #include "fused_gemm/common/sm90_launcher.hpp"
-#include "fused_gemm/common/sm90_pair_epilogue.hpp"
+#include "fused_gemm/pair/sm90_pair_epilogue.hpp"
 
 namespace fused_gemm {
 
@@ -28,11 +28,17 @@ struct GatedPairOp {
     float beta = 1.f;
   };
 
+  struct Row {
+    int token;
+    bool valid;
+  };
   struct Inputs {};  // nothing read ahead: bias and residual loads do not depend on other loads
   static constexpr int kBatchValues = 32;
 
+  CUTLASS_DEVICE static Row row(Arguments const &, int token, int tokens) { return {token, token < tokens}; }
+
   template <bool kSwapAB>
-  CUTLASS_DEVICE static Inputs load(Arguments const &, int, int, int, int) {
+  CUTLASS_DEVICE static Inputs load(Arguments const &, Row const &, Row const &, int, int) {
     return {};
   }
 
@@ -51,19 +57,20 @@ struct GatedPairOp {
   }
 
   template <bool kSwapAB>
-  CUTLASS_DEVICE static void apply(Arguments const &p, Inputs const &, int token, int packed_row, float gate0, float gate1, float up0,
-                                   float up1, int tokens, int packed_rows) {
-    if (packed_row >= packed_rows || token >= tokens) return;  // 16-row blocks are whole: row + 8 is in range
+  CUTLASS_DEVICE static void apply(Arguments const &p, Row const &row0, Row const &row1, Inputs const &,
+                                   int packed_row, float gate0, float gate1, float up0, float up1, int packed_rows) {
+    if (packed_row >= packed_rows || !row0.valid) return;  // 16-row blocks are whole: row + 8 is in range
+    int const token = row0.token;
     int const col = (packed_row >> 4) * 8 + (packed_row & 7);
     cutlass::NumericConverter<ElementD, float> to_d;
     if constexpr (kSwapAB) {  // the second value is the next token, same column
       float out0 = gated(p, gate0, up0, col);
       if constexpr (kResidual) out0 += residual(p, token, col);
       p.d[token * p.ldd + col] = to_d(out0);
-      if (token + 1 < tokens) {
+      if (row1.valid) {
         float out1 = gated(p, gate1, up1, col);
-        if constexpr (kResidual) out1 += residual(p, token + 1, col);
-        p.d[(token + 1) * p.ldd + col] = to_d(out1);
+        if constexpr (kResidual) out1 += residual(p, row1.token, col);
+        p.d[row1.token * p.ldd + col] = to_d(out1);
       }
     } else {  // the second value is the next column (col is even): one 2-element store
       cutlass::AlignedArray<ElementD, 2> out;

@@ -15,7 +15,7 @@
 #include "cutlass/array.h"
 #include "cutlass/numeric_conversion.h"
 #include "fused_gemm/common/sm90_launcher.hpp"
-#include "fused_gemm/common/sm90_pair_epilogue.hpp"
+#include "fused_gemm/pair/sm90_pair_epilogue.hpp"
 
 namespace fused_gemm {
 
@@ -51,21 +51,33 @@ struct RopePairOp {
     int positions_int64 = 0;
   };
 
+  // One token of the tile: its cos/sin row, read once per tile (a position is a dependent read: the
+  // cos/sin address waits for it).  Tokens past the end read the last token's row and store nothing.
+  struct Row {
+    float const *cos_sin;
+    int token;
+    bool valid;
+  };
   // cos/sin of the thread's two rotations in a pair group: two pairs of one token (the next packed
   // row's pair), or one pair of two tokens (swap-AB).  Rows that are not rotated get (1, 0).
   struct Inputs {
     float cos0, sin0, cos1, sin1;
   };
-  // Each batch waits twice for memory (positions, then cos/sin).  64 values would halve the waits
-  // but spills next to the pingpong consumer's 128 accumulators (56 bytes at D = 128).
-  static constexpr int kBatchValues = 32;
+  // A batch's loads wait for memory together, and the next batch's are in flight while one is
+  // applied: two batches of 16 values fit next to the pingpong consumer's 128 accumulators (two of
+  // 32 spill).
+  static constexpr int kBatchValues = 16;
 
-  CUTLASS_DEVICE static int64_t position(Arguments const &p, int token) {
-    int64_t pos = p.positions_int64 ? static_cast<int64_t>(load_readonly(static_cast<long long const *>(p.positions) + token))
-                                    : static_cast<int64_t>(load_readonly(static_cast<int const *>(p.positions) + token));
+  CUTLASS_DEVICE static Row row(Arguments const &p, int token, int tokens) {
+    int const t = token < tokens ? token : tokens - 1;
+    // One 32-bit read either way (an int64 position's low word, little-endian): a select between an
+    // int32 and an int64 read keeps the compiler from putting a tile's position reads in flight
+    // together.  Positions at or past 2^31 are out of any cache's range anyway.
+    int pos = load_readonly(static_cast<int const *>(p.positions) + (p.positions_int64 ? 2 * t : t));
     // Python checks positions against the cache when it can without a sync; this keeps a bad one
     // (inside a CUDA graph) from reading outside the table.
-    return pos < 0 ? 0 : (pos >= p.max_pos ? p.max_pos - 1 : pos);
+    pos = pos < 0 ? 0 : (pos >= p.max_pos ? static_cast<int>(p.max_pos - 1) : pos);
+    return {p.cos_sin + static_cast<int64_t>(pos) * kRotaryDim, token, token < tokens};
   }
 
   CUTLASS_DEVICE static bool rotated(Arguments const &p, int packed_row) {
@@ -77,21 +89,20 @@ struct RopePairOp {
     return (r / 16) * 8 + (r % 8);
   }
 
-  // Branch-free, unconditional reads (out-of-range tokens read a valid row and are not stored), so
-  // that the loads of a whole batch are in flight together.
+  // Branch-free, unconditional reads, so that the loads of a whole batch are in flight together.
   template <bool kSwapAB>
-  CUTLASS_DEVICE static Inputs load(Arguments const &p, int token, int packed_row, int tokens, int) {
+  CUTLASS_DEVICE static Inputs load(Arguments const &p, Row const &row0, Row const &row1, int packed_row, int) {
     bool const rot = rotated(p, packed_row);
     int const pair = rot ? pair_of(packed_row) : 0;
     Inputs in;
     if constexpr (kSwapAB) {
-      float const *row0 = p.cos_sin + position(p, token < tokens ? token : tokens - 1) * kRotaryDim + pair;
-      float const *row1 = p.cos_sin + position(p, token + 1 < tokens ? token + 1 : tokens - 1) * kRotaryDim + pair;
-      in = {load_readonly(row0), load_readonly(row0 + kHalf), load_readonly(row1), load_readonly(row1 + kHalf)};
+      float const *cs0 = row0.cos_sin + pair;
+      float const *cs1 = row1.cos_sin + pair;
+      in = {load_readonly(cs0), load_readonly(cs0 + kHalf), load_readonly(cs1), load_readonly(cs1 + kHalf)};
     } else {  // pair is even: the two pairs' cos (and sin) are adjacent
-      float const *row = p.cos_sin + position(p, token < tokens ? token : tokens - 1) * kRotaryDim + pair;
-      float2 const c = __ldg(reinterpret_cast<float2 const *>(row));
-      float2 const s = __ldg(reinterpret_cast<float2 const *>(row + kHalf));
+      float const *cs = row0.cos_sin + pair;
+      float2 const c = __ldg(reinterpret_cast<float2 const *>(cs));
+      float2 const s = __ldg(reinterpret_cast<float2 const *>(cs + kHalf));
       in = {c.x, s.x, c.y, s.y};
     }
     return rot ? in : Inputs{1.f, 0.f, 1.f, 0.f};
@@ -131,8 +142,9 @@ struct RopePairOp {
   }
 
   template <bool kSwapAB>
-  CUTLASS_DEVICE static void apply(Arguments const &p, Inputs const &in, int token, int packed_row, float first0,
-                                   float first1, float second0, float second1, int tokens, int packed_rows) {
+  CUTLASS_DEVICE static void apply(Arguments const &p, Row const &row0, Row const &row1, Inputs const &in,
+                                   int packed_row, float first0, float first1, float second0, float second1,
+                                   int packed_rows) {
     if (packed_row >= packed_rows) return;
     bool const rot = rotated(p, packed_row);
     int const r = packed_row % kHeadDim;
@@ -144,20 +156,19 @@ struct RopePairOp {
       add_bias(p, packed_row, first1, second1);
       rotate(in.cos0, in.sin0, first0, second0);
       rotate(in.cos1, in.sin1, first1, second1);
-      bool const next = token + 1 < tokens;
-      ElementD *base0 = head_base(p, token < tokens ? token : 0, packed_row);
-      ElementD *base1 = head_base(p, next ? token + 1 : 0, packed_row);
-      store<1>(base0 + dim, {first0}, token < tokens);
-      store<1>(base0 + partner, {second0}, token < tokens);
-      store<1>(base1 + dim, {first1}, next);
-      store<1>(base1 + partner, {second1}, next);
+      ElementD *base0 = head_base(p, row0.valid ? row0.token : 0, packed_row);
+      ElementD *base1 = head_base(p, row1.valid ? row1.token : 0, packed_row);
+      store<1>(base0 + dim, {first0}, row0.valid);
+      store<1>(base0 + partner, {second0}, row0.valid);
+      store<1>(base1 + dim, {first1}, row1.valid);
+      store<1>(base1 + partner, {second1}, row1.valid);
     } else {  // the second values are the next packed row (packed_row is even), same token
       add_bias(p, packed_row, first0, second0);
       add_bias(p, packed_row + 1, first1, second1);
       rotate(in.cos0, in.sin0, first0, second0);
       rotate(in.cos1, in.sin1, first1, second1);
-      bool const valid = token < tokens;
-      ElementD *base = head_base(p, valid ? token : 0, packed_row);
+      bool const valid = row0.valid;
+      ElementD *base = head_base(p, valid ? row0.token : 0, packed_row);
       if (!kNeox && rot) {  // GPT-J: dims 2j, 2j+1, 2j+2, 2j+3
         store<4>(base + dim, {first0, second0, first1, second1}, valid);
       } else {              // dims (d, d + 1) and (partner, partner + 1)

@@ -9,18 +9,22 @@
 //   * weight on the kernel's M side (swap-AB): a thread holds rows m and m + 8 (values v, v + 2).
 // The sm90 wgmma C fragment is ((2, 2, N/8), MMA_M, MMA_N) with value strides (col+1, row+8, col+8).
 //
-// PairOp supplies Arguments (= Params), Inputs (what it reads from memory for one pair group),
-// kBatchValues (fragment values per batch: more is fewer waits for memory, more registers) and
-//   template <bool kSwapAB> static Inputs load(Params const &, int token, int packed_row, int tokens,
-//                                              int packed_rows)
-//   template <bool kSwapAB> static void apply(Params const &, Inputs const &, int token, int packed_row,
-//                                             float first0, float first1, float second0, float second1,
-//                                             int tokens, int packed_rows)
-// where (first0, second0) are the pair at (token, packed_row) / (token, packed_row + 8) and
-// (first1, second1) the next value the thread holds: the next packed row's pair (the next token
-// with swap-AB).  apply() checks bounds and stores.  Groups are done in batches: every load of a
-// batch first, then every apply, so a batch waits for memory once instead of once per group (an
-// epilogue warp has no other warp on its scheduler to hide the latency).
+// PairOp supplies Arguments (= Params), Row (what it needs of one token: made once per tile, before
+// any load of a group, so that per-token reads such as a position wait for memory once), Inputs
+// (what it reads from memory for one pair group), kBatchValues (fragment values per batch: more is
+// fewer waits for memory, more registers) and
+//   static Row row(Params const &, int token, int tokens)
+//   template <bool kSwapAB> static Inputs load(Params const &, Row const &row0, Row const &row1,
+//                                              int packed_row, int packed_rows)
+//   template <bool kSwapAB> static void apply(Params const &, Row const &row0, Row const &row1,
+//                                             Inputs const &, int packed_row, float first0, float first1,
+//                                             float second0, float second1, int packed_rows)
+// where (first0, second0) are the pair at (row0's token, packed_row) / (.., packed_row + 8) and
+// (first1, second1) the next value the thread holds: the next packed row's pair of the same token
+// (row1 is row0), or with swap-AB the same packed row of the next token (row1).  apply() checks
+// bounds and stores.  Groups are done in batches: every load of a batch first, then every apply, so
+// a batch waits for memory once instead of once per group (an epilogue warp has no other warp on its
+// scheduler to hide the latency), and the next batch's loads go out before this batch is applied.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -98,35 +102,65 @@ class Sm90PairEpilogue {
     static_assert(decltype(size(thread_coords))::value == decltype(size(accumulators))::value);
 
     constexpr int kValues = size<0>(FrgLayout{});           // values per fragment: 4 * N/8
+    constexpr int kMmaM = size<1>(FrgLayout{});
+    constexpr int kMmaN = size<2>(FrgLayout{});
     constexpr int kPartner = kSwapAB ? 2 : 4;                // the value 8 packed rows further on
     constexpr int kTotal = decltype(size(accumulators))::value;
     constexpr int kBatch = kTotal < PairOp::kBatchValues ? kTotal : PairOp::kBatchValues;  // values per batch
     static_assert(kTotal % kBatch == 0 && kBatch % 8 == 0);
+    // The thread's tokens: one per (row half, MMA_M) without swap-AB; one per (value pair, column
+    // group, MMA_N) with it, where tokens run along the fragment's N side.
+    constexpr int kRows = kSwapAB ? 2 * (kValues / 4) * kMmaN : 2 * kMmaM;
     int const tokens = kSwapAB ? N : M;
     int const packed_rows = kSwapAB ? M : N;
     auto first_of_pair = [](int i) {
       int const v = i % kValues;
       return kSwapAB ? ((v / 2) % 2 == 0) : ((v / 4) % 2 == 0);
     };
+    auto row_of = [](int i) {                                // fragment value -> the thread's token slot
+      int const v = i % kValues;
+      return kSwapAB ? v % 2 + 2 * (v / 4) + 2 * (kValues / 4) * (i / (kValues * kMmaM))
+                     : (v / 2) % 2 + 2 * ((i / kValues) % kMmaM);
+    };
+    auto value_of_row = [](int r) {                          // a fragment value of token slot r
+      return kSwapAB ? r % 2 + 4 * ((r / 2) % (kValues / 4)) + kValues * kMmaM * (r / (2 * (kValues / 4)))
+                     : 2 * (r % 2) + kValues * (r / 2);
+    };
+    auto token_of = [](auto coord) { return kSwapAB ? int(get<1>(coord)) : int(get<0>(coord)); };
+    auto packed_row_of = [](auto coord) { return kSwapAB ? int(get<0>(coord)) : int(get<1>(coord)); };
+
+    typename PairOp::Row rows[kRows];
     CUTLASS_PRAGMA_UNROLL
-    for (int base = 0; base < kTotal; base += kBatch) {
-      typename PairOp::Inputs inputs[kBatch / 4];            // one per pair group (4 values)
+    for (int r = 0; r < kRows; ++r) {
+      rows[r] = PairOp::row(params_, token_of(thread_coords(value_of_row(r))), tokens);
+    }
+    // Software-pipelined batches: a batch's loads are issued before the previous batch is applied,
+    // so their wait overlaps that work.
+    using Inputs = typename PairOp::Inputs;
+    constexpr int kGroups = kBatch / 4;                      // pair groups (4 values) per batch
+    auto load_batch = [&](int base, Inputs (&inputs)[kGroups]) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = base, g = 0; i < base + kBatch; i += 2) {
         if (first_of_pair(i)) {
-          auto coord = thread_coords(i);
-          inputs[g++] = PairOp::template load<kSwapAB>(params_, kSwapAB ? get<1>(coord) : get<0>(coord),
-                                                       kSwapAB ? get<0>(coord) : get<1>(coord), tokens, packed_rows);
+          inputs[g++] = PairOp::template load<kSwapAB>(params_, rows[row_of(i)], rows[row_of(i + 1)],
+                                                       packed_row_of(thread_coords(i)), packed_rows);
         }
       }
+    };
+    Inputs next[kGroups];
+    load_batch(0, next);
+    CUTLASS_PRAGMA_UNROLL
+    for (int base = 0; base < kTotal; base += kBatch) {
+      Inputs inputs[kGroups];
+      CUTLASS_PRAGMA_UNROLL
+      for (int g = 0; g < kGroups; ++g) inputs[g] = next[g];
+      if (base + kBatch < kTotal) load_batch(base + kBatch, next);
       CUTLASS_PRAGMA_UNROLL
       for (int i = base, g = 0; i < base + kBatch; i += 2) {
         if (first_of_pair(i)) {
-          auto coord = thread_coords(i);
-          PairOp::template apply<kSwapAB>(params_, inputs[g++], kSwapAB ? get<1>(coord) : get<0>(coord),
-                                          kSwapAB ? get<0>(coord) : get<1>(coord), accumulators(i),
-                                          accumulators(i + 1), accumulators(i + kPartner),
-                                          accumulators(i + kPartner + 1), tokens, packed_rows);
+          PairOp::template apply<kSwapAB>(params_, rows[row_of(i)], rows[row_of(i + 1)], inputs[g++],
+                                          packed_row_of(thread_coords(i)), accumulators(i), accumulators(i + 1),
+                                          accumulators(i + kPartner), accumulators(i + kPartner + 1), packed_rows);
         }
       }
     }

@@ -1,0 +1,61 @@
+"""Launches one of our kernels a few times on a bar shape, for Nsight Compute to profile.
+
+    ncu --clock-control none -k regex:device_kernel --launch-skip 3 --launch-count 1 \\
+        --set full -o rope python3 perf/profile_kernels.py rope --m 4096
+
+The first launches build, load and warm up; the later ones are what a profile should look at.
+Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same shape), gated
+(gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+import fused_gemm
+
+K, HQ, HKV, D = 4096, 32, 8, 128
+QKV_N = (HQ + 2 * HKV) * D
+
+
+def launcher(kind: str, m: int, n: int, k: int):
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    if kind in ("rope", "gemm"):
+        w = torch.randn(QKV_N, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
+        if kind == "gemm":
+            return lambda: fused_gemm.linear(x, w)
+        packed = fused_gemm.pack_qkv_rope(w, num_heads=HQ, num_kv_heads=HKV, head_dim=D)
+        cache = fused_gemm.rope_cos_sin_cache(131072, D, base=500000.0, device="cuda")
+        pos = torch.arange(m, device="cuda") + 1000
+        return lambda: fused_gemm.qkv_rope(x, packed, positions=pos, cos_sin_cache=cache, check_positions=False)
+    if kind == "gated":
+        wg, wu = (torch.randn(14336, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5 for _ in range(2))
+        packed = fused_gemm.pack_gate_up(wg, wu)
+        return lambda: fused_gemm.gated_linear(x, packed)
+    if kind == "linear":
+        w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
+        b = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+        return lambda: fused_gemm.linear(x, w, b, "gelu_tanh")
+    raise SystemExit(f"unknown kind {kind!r}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear"))
+    ap.add_argument("--m", type=int, default=4096)
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--k", type=int, default=K)
+    ap.add_argument("--count", type=int, default=6)
+    args = ap.parse_args(argv)
+    with torch.no_grad():
+        call = launcher(args.kind, args.m, args.n, args.k)
+        for _ in range(args.count):
+            call()
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
