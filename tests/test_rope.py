@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 K = 392
 M_VALUES = [1, 7, 16, 17, 129, 1000]
 # (dtype, head_dim, rotary_dim, bias): each in the rope-tests preset for both styles (fp16: neox)
-CONFIGS = [(torch.bfloat16, 128, 128, False), (torch.bfloat16, 64, 32, True)]
+CONFIGS = [(torch.bfloat16, 128, 128, False), (torch.bfloat16, 64, 32, True), (torch.bfloat16, 256, 128, False)]
 
 
 def rotate_reference(t, cos, sin, rotary_dim, style):
@@ -61,7 +61,7 @@ def check(got, ref, dtype):
 
 
 @pytest.mark.parametrize("m", M_VALUES)
-@pytest.mark.parametrize("config", CONFIGS, ids=["d128r128", "d64r32bias"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["d128r128", "d64r32bias", "d256r128"])
 @pytest.mark.parametrize("style", ["neox", "gptj"])
 def test_qkv_rope_matches_float64(style, config, m):
     dtype, d, r, bias = config

@@ -3,7 +3,7 @@
     q, k, v = split(x @ W_qkv^T + bias);  q, k rotated at each token's position
 
 ``pack_qkv_rope`` permutes W_qkv's rows (and the bias) per head so that each rotation pair is 8
-rows apart; the kernel writes q/k/v back in the natural head layout, so nothing downstream sees
+rows apart and each epilogue thread's pairs are consecutive dims; the kernel writes q/k/v back in the natural head layout, so nothing downstream sees
 the permutation.  One validation path, before any launch; graph-capturable like GemmOp.
 """
 from __future__ import annotations
@@ -28,16 +28,27 @@ PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "bias", "q", "k_out", "v", 
               "device", "reserved", "workspace", "workspace_bytes", "stream")
 
 
-def head_permutation(head_dim: int, rotary_dim: int, style: str) -> list:
-    """Natural dims of a rotated head in packed order: per 16-row block, the first dims of 8
-    rotation pairs, then their partners; the D - R dims that are not rotated keep their order."""
-    pairs = range(rotary_dim // 2)
-    first = [j if style == "neox" else 2 * j for j in pairs]
-    second = [j + rotary_dim // 2 if style == "neox" else 2 * j + 1 for j in pairs]
+def _region_order(blocks: int, g: int, first, second) -> list:
+    """Packed order of a region of 16-row blocks in chunks of g blocks: in block b, rows c < 8 hold pair
+    j = 8g (b // g) + 2g (c // 2) + 2 (b % g) + c % 2 and rows 8 + c their partners, so that the thread
+    owning rows 2l, 2l + 1 of a chunk's blocks owns 2g consecutive pairs, in lane order."""
     order = []
-    for b in range(rotary_dim // 16):
-        order += first[8 * b: 8 * b + 8] + second[8 * b: 8 * b + 8]
-    return order + list(range(rotary_dim, head_dim))
+    for b in range(blocks):
+        pairs = [8 * g * (b // g) + 2 * g * (c // 2) + 2 * (b % g) + c % 2 for c in range(8)]
+        order += [first(j) for j in pairs] + [second(j) for j in pairs]
+    return order
+
+
+def head_permutation(head_dim: int, rotary_dim: int, style: str, rotated: bool = True) -> list:
+    """Natural dims of a head in packed order (csrc/fused_gemm/rope/sm90_rope.hpp): a q/k head's R
+    rotated dims as rotation pairs (NeoX: j and j + R/2; GPT-J: 2j and 2j + 1), then its D - R other
+    dims as neighbouring pairs; a v head (``rotated=False``) all as neighbouring pairs."""
+    g = RopeSpec(head_dim=head_dim, rotary_dim=rotary_dim).chunk_blocks
+    r = rotary_dim if rotated else 0
+    neox = style == "neox"
+    order = _region_order(r // 16, g, (lambda j: j) if neox else (lambda j: 2 * j),
+                          (lambda j: j + r // 2) if neox else (lambda j: 2 * j + 1))
+    return order + _region_order((head_dim - r) // 16, g, lambda j: r + 2 * j, lambda j: r + 2 * j + 1)
 
 
 @dataclass(frozen=True)
@@ -67,10 +78,10 @@ def pack_qkv_rope(w_qkv: Tensor, bias: Optional[Tensor] = None, *, num_heads: in
                          f"{tuple(w_qkv.shape) if isinstance(w_qkv, Tensor) else type(w_qkv).__name__}")
     if bias is not None and (not isinstance(bias, Tensor) or tuple(bias.shape) != (n,)):
         raise ValueError(f"bias must be [{n}]")
-    head = torch.tensor(head_permutation(head_dim, rotary_dim, style), device=w_qkv.device)
+    qk_head = torch.tensor(head_permutation(head_dim, rotary_dim, style), device=w_qkv.device)
+    v_head = torch.tensor(head_permutation(head_dim, rotary_dim, style, rotated=False), device=w_qkv.device)
     rotated = num_heads + num_kv_heads
-    perm = torch.cat([h * head_dim + head for h in range(rotated)] +
-                     [torch.arange(rotated * head_dim, n, device=w_qkv.device)])
+    perm = torch.cat([h * head_dim + (qk_head if h < rotated else v_head) for h in range(rotated + num_kv_heads)])
     return PackedQKV(w_qkv[perm].contiguous(), None if bias is None else bias[perm].contiguous(), num_heads,
                      num_kv_heads, head_dim, rotary_dim, style)
 

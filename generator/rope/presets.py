@@ -19,6 +19,7 @@ def _gpu_tests() -> List[RopeSpec]:
     for style in ("neox", "gptj"):
         specs += rope_specs("bf16", 128, 0, style)
         specs += rope_specs("bf16", 64, 32, style, bias=True)
+        specs += rope_specs("bf16", 256, 128, style)      # a head spans two 128-column tiles
     specs += rope_specs("fp16", 128, 64, "neox", bias=True)
     return specs
 

@@ -6,6 +6,7 @@ rows 8 apart in a 16-row block, so both land in one thread's accumulators (csrc/
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +53,17 @@ class RopeSpec:
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         check_pair_config(self.config, "rope")
+        tile_n = self.config.tile[1]
+        chunk = 16 * self.chunk_blocks
+        if not self.config.swap_ab and tile_n % self.head_dim and (self.head_dim % tile_n or tile_n % chunk):
+            raise SpecError(f"tile {self.config.tile}: its N ({tile_n}) must hold whole heads, or divide head_dim "
+                            f"{self.head_dim} in whole {chunk}-row chunks (the epilogue works per head and chunk)")
+
+    @property
+    def chunk_blocks(self) -> int:
+        """16-row blocks per chunk of the packed head layout (fused_gemm.pack_qkv_rope)."""
+        rot, keep = self.rotary_dim // 16, (self.head_dim - self.rotary_dim) // 16
+        return math.gcd(math.gcd(rot, keep or rot), 4)
 
     @property
     def uri(self) -> str:

@@ -25,7 +25,19 @@
 // bounds and stores.  Groups are done in batches: every load of a batch first, then every apply, so
 // a batch waits for memory once instead of once per group (an epilogue warp has no other warp on its
 // scheduler to hide the latency), and the next batch's loads go out before this batch is applied.
+//
+// A PairOp may instead take a whole tile at once when the weight is on the kernel's N side (no
+// swap-AB), by defining kTileStore = true and
+//   template <int kTokens, int kBlocks>
+//   static void store_tile(Params const &, float (&values)[kTokens][kBlocks][4], int const (&token)[kTokens],
+//                          int tokens, int col0, int packed_rows)
+// where values[r][b] = (first0, first1, second0, second1) are the thread's packed columns
+// (col0 + 16b, +1, +8, +9) of token slot r.  Knowing the tile's whole shape at compile time lets it
+// work out per-tile facts once and use vector loads and stores (the per-group interface above spends
+// most of its instructions on addressing).
 #pragma once
+
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -34,6 +46,11 @@
 #include "fused_gemm/common/sm90_launcher.hpp"
 
 namespace fused_gemm {
+
+template <class PairOp, class = void>
+struct has_tile_store : std::false_type {};
+template <class PairOp>
+struct has_tile_store<PairOp, std::void_t<decltype(PairOp::kTileStore)>> : std::bool_constant<PairOp::kTileStore> {};
 
 template <class PairOp, bool kSwapAB, class ElementD_>
 class Sm90PairEpilogue {
@@ -100,39 +117,87 @@ class Sm90PairEpilogue {
                                make_coord(m_coord, n_coord));                      // (BLK_M, BLK_N) -> (m, n)
     Tensor thread_coords = tiled_mma.get_thread_slice(thread_idx).partition_C(coords);  // like the accumulators
     static_assert(decltype(size(thread_coords))::value == decltype(size(accumulators))::value);
-
-    constexpr int kValues = size<0>(FrgLayout{});           // values per fragment: 4 * N/8
-    constexpr int kMmaM = size<1>(FrgLayout{});
-    constexpr int kMmaN = size<2>(FrgLayout{});
-    constexpr int kPartner = kSwapAB ? 2 : 4;                // the value 8 packed rows further on
-    constexpr int kTotal = decltype(size(accumulators))::value;
-    constexpr int kBatch = kTotal < PairOp::kBatchValues ? kTotal : PairOp::kBatchValues;  // values per batch
-    static_assert(kTotal % kBatch == 0 && kBatch % 8 == 0);
-    // The thread's tokens: one per (row half, MMA_M) without swap-AB; one per (value pair, column
-    // group, MMA_N) with it, where tokens run along the fragment's N side.
-    constexpr int kRows = kSwapAB ? 2 * (kValues / 4) * kMmaN : 2 * kMmaM;
     int const tokens = kSwapAB ? N : M;
     int const packed_rows = kSwapAB ? M : N;
-    auto first_of_pair = [](int i) {
+    if constexpr (!kSwapAB && has_tile_store<PairOp>::value) {
+      whole_tile<Fragment<FrgLayout>>(thread_coords, accumulators, tokens, packed_rows);
+    } else {
+      batched<Fragment<FrgLayout>>(thread_coords, accumulators, tokens, packed_rows);
+    }
+  }
+
+ private:
+  // Where things are in a thread's accumulator fragment (value index i, linear).
+  template <class FrgLayout>
+  struct Fragment {
+    static constexpr int kValues = cute::size<0>(FrgLayout{});  // values per fragment: 4 * N/8
+    static constexpr int kMmaM = cute::size<1>(FrgLayout{});
+    static constexpr int kMmaN = cute::size<2>(FrgLayout{});
+    static constexpr int kTotal = kValues * kMmaM * kMmaN;
+    static constexpr int kPartner = kSwapAB ? 2 : 4;             // the value 8 packed rows further on
+    // The thread's tokens: one per (row half, MMA_M) without swap-AB; one per (value pair, column
+    // group, MMA_N) with it, where tokens run along the fragment's N side.
+    static constexpr int kRows = kSwapAB ? 2 * (kValues / 4) * kMmaN : 2 * kMmaM;
+    static constexpr int kBlocks = (kValues / 8) * kMmaN;        // 16-column blocks (no swap-AB)
+
+    CUTLASS_DEVICE static constexpr bool first_of_pair(int i) {
       int const v = i % kValues;
       return kSwapAB ? ((v / 2) % 2 == 0) : ((v / 4) % 2 == 0);
-    };
-    auto row_of = [](int i) {                                // fragment value -> the thread's token slot
+    }
+    CUTLASS_DEVICE static constexpr int row_of(int i) {        // value -> the thread's token slot
       int const v = i % kValues;
       return kSwapAB ? v % 2 + 2 * (v / 4) + 2 * (kValues / 4) * (i / (kValues * kMmaM))
                      : (v / 2) % 2 + 2 * ((i / kValues) % kMmaM);
-    };
-    auto value_of_row = [](int r) {                          // a fragment value of token slot r
+    }
+    CUTLASS_DEVICE static constexpr int value_of_row(int r) {  // a value of token slot r
       return kSwapAB ? r % 2 + 4 * ((r / 2) % (kValues / 4)) + kValues * kMmaM * (r / (2 * (kValues / 4)))
                      : 2 * (r % 2) + kValues * (r / 2);
-    };
-    auto token_of = [](auto coord) { return kSwapAB ? int(get<1>(coord)) : int(get<0>(coord)); };
-    auto packed_row_of = [](auto coord) { return kSwapAB ? int(get<0>(coord)) : int(get<1>(coord)); };
+    }
+    CUTLASS_DEVICE static constexpr int first_value(int r, int b) {  // no swap-AB: slot r, block b's first
+      return 2 * (r % 2) + 8 * (b % (kValues / 8)) + kValues * (r / 2 + kMmaM * (b / (kValues / 8)));
+    }
+    template <class Coord>
+    CUTLASS_DEVICE static int token_of(Coord const &coord) {
+      return kSwapAB ? int(cute::get<1>(coord)) : int(cute::get<0>(coord));
+    }
+    template <class Coord>
+    CUTLASS_DEVICE static int packed_row_of(Coord const &coord) {
+      return kSwapAB ? int(cute::get<0>(coord)) : int(cute::get<1>(coord));
+    }
+  };
 
-    typename PairOp::Row rows[kRows];
+  // The PairOp's store_tile: values[r][b] for token slot r = (row half, MMA_M) and block
+  // b = (16-column group, MMA_N), in column order.
+  template <class F, class ThreadCoords, class Accumulators>
+  CUTLASS_DEVICE void whole_tile(ThreadCoords const &thread_coords, Accumulators const &accumulators, int tokens,
+                                 int packed_rows) {
+    float values[F::kRows][F::kBlocks][4];
+    int token[F::kRows];
     CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      rows[r] = PairOp::row(params_, token_of(thread_coords(value_of_row(r))), tokens);
+    for (int r = 0; r < F::kRows; ++r) {
+      token[r] = F::token_of(thread_coords(F::first_value(r, 0)));
+      CUTLASS_PRAGMA_UNROLL
+      for (int b = 0; b < F::kBlocks; ++b) {
+        int const i = F::first_value(r, b);
+        values[r][b][0] = accumulators(i);
+        values[r][b][1] = accumulators(i + 1);
+        values[r][b][2] = accumulators(i + F::kPartner);
+        values[r][b][3] = accumulators(i + F::kPartner + 1);
+      }
+    }
+    PairOp::store_tile(params_, values, token, tokens, F::packed_row_of(thread_coords(0)), packed_rows);
+  }
+
+  // The per-group path: a Row per token slot, then batches of pair groups (see the top of this file).
+  template <class F, class ThreadCoords, class Accumulators>
+  CUTLASS_DEVICE void batched(ThreadCoords const &thread_coords, Accumulators const &accumulators, int tokens,
+                              int packed_rows) {
+    constexpr int kBatch = F::kTotal < PairOp::kBatchValues ? F::kTotal : PairOp::kBatchValues;  // values per batch
+    static_assert(F::kTotal % kBatch == 0 && kBatch % 8 == 0);
+    typename PairOp::Row rows[F::kRows];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < F::kRows; ++r) {
+      rows[r] = PairOp::row(params_, F::token_of(thread_coords(F::value_of_row(r))), tokens);
     }
     // Software-pipelined batches: a batch's loads are issued before the previous batch is applied,
     // so their wait overlaps that work.
@@ -141,26 +206,27 @@ class Sm90PairEpilogue {
     auto load_batch = [&](int base, Inputs (&inputs)[kGroups]) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = base, g = 0; i < base + kBatch; i += 2) {
-        if (first_of_pair(i)) {
-          inputs[g++] = PairOp::template load<kSwapAB>(params_, rows[row_of(i)], rows[row_of(i + 1)],
-                                                       packed_row_of(thread_coords(i)), packed_rows);
+        if (F::first_of_pair(i)) {
+          inputs[g++] = PairOp::template load<kSwapAB>(params_, rows[F::row_of(i)], rows[F::row_of(i + 1)],
+                                                       F::packed_row_of(thread_coords(i)), packed_rows);
         }
       }
     };
     Inputs next[kGroups];
     load_batch(0, next);
     CUTLASS_PRAGMA_UNROLL
-    for (int base = 0; base < kTotal; base += kBatch) {
+    for (int base = 0; base < F::kTotal; base += kBatch) {
       Inputs inputs[kGroups];
       CUTLASS_PRAGMA_UNROLL
       for (int g = 0; g < kGroups; ++g) inputs[g] = next[g];
-      if (base + kBatch < kTotal) load_batch(base + kBatch, next);
+      if (base + kBatch < F::kTotal) load_batch(base + kBatch, next);
       CUTLASS_PRAGMA_UNROLL
       for (int i = base, g = 0; i < base + kBatch; i += 2) {
-        if (first_of_pair(i)) {
-          PairOp::template apply<kSwapAB>(params_, rows[row_of(i)], rows[row_of(i + 1)], inputs[g++],
-                                          packed_row_of(thread_coords(i)), accumulators(i), accumulators(i + 1),
-                                          accumulators(i + kPartner), accumulators(i + kPartner + 1), packed_rows);
+        if (F::first_of_pair(i)) {
+          PairOp::template apply<kSwapAB>(params_, rows[F::row_of(i)], rows[F::row_of(i + 1)], inputs[g++],
+                                          F::packed_row_of(thread_coords(i)), accumulators(i), accumulators(i + 1),
+                                          accumulators(i + F::kPartner), accumulators(i + F::kPartner + 1),
+                                          packed_rows);
         }
       }
     }
