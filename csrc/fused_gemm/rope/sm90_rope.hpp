@@ -155,15 +155,18 @@ struct RopePairOp {
     int const heads = packed_rows / kHeadDim;
     int const rotated_heads = p.num_heads + p.num_kv_heads;
 
-    float bias[kBlocks][4];
-    if constexpr (kBias) {  // the same for every token: read once per tile
+    // The bias is the same for every token: read once per tile, kept packed (two per register).
+    using BiasPair = cutlass::Array<ElementBias, 2>;
+    BiasPair bias[kBlocks][2];
+    if constexpr (kBias) {
       CUTLASS_PRAGMA_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
         int const col = col0 + 16 * b < packed_rows ? col0 + 16 * b : col0 % 16;  // heads past the end store nothing
-        bias[b][0] = static_cast<float>(load_readonly(p.bias + col));
-        bias[b][1] = static_cast<float>(load_readonly(p.bias + col + 1));
-        bias[b][2] = static_cast<float>(load_readonly(p.bias + col + 8));
-        bias[b][3] = static_cast<float>(load_readonly(p.bias + col + 9));
+        CUTLASS_PRAGMA_UNROLL
+        for (int half = 0; half < 2; ++half) {
+          uint32_t const word = __ldg(reinterpret_cast<uint32_t const *>(p.bias + col + 8 * half));
+          bias[b][half] = reinterpret_cast<BiasPair const &>(word);
+        }
       }
     }
     ElementD *head_ptr[kHeads];
@@ -177,8 +180,8 @@ struct RopePairOp {
     // Chunk c of every head in the tile shares its cos/sin (same pairs, same token): loads go kAhead
     // (chunk, token) steps ahead of their use, and only for chunks that some head of the tile rotates.
     // The last tile's epilogue is not hidden behind another warpgroup's MMA, so its chain of waits
-    // shows in the kernel's time; three steps in flight fit in registers (four spill) (each step frees the
-    // accumulators it stores).
+    // shows in the kernel's time.  Each step frees the accumulators it stores; three steps in flight
+    // fit in registers (four spill), two next to a bias.
     bool const tile_rotates = head0 < rotated_heads;
     auto cos_sin_of = [&](int c, int r) {
       int const chunk_block = block0 + c * kVec;
@@ -187,7 +190,8 @@ struct RopePairOp {
       return cs;
     };
     constexpr int kSteps = kChunks * kTokens;
-    constexpr int kAhead = kSteps < 3 ? kSteps : 3;
+    constexpr int kAheadMax = kBias ? 2 : 3;                 // the tile's bias takes 16 registers
+    constexpr int kAhead = kSteps < kAheadMax ? kSteps : kAheadMax;
     CosSin<kVec> ahead[kAhead];
     CUTLASS_PRAGMA_UNROLL
     for (int step = 0; step < kAhead; ++step) ahead[step] = cos_sin_of(step / kTokens, step % kTokens);
@@ -209,7 +213,7 @@ struct RopePairOp {
           CUTLASS_PRAGMA_UNROLL
           for (int e = 0; e < 4; ++e) {
             v[i][e] = values[r][h * kBlocksPerHead + c * kVec + i][e];
-            if constexpr (kBias) v[i][e] += bias[h * kBlocksPerHead + c * kVec + i][e];
+            if constexpr (kBias) v[i][e] += static_cast<float>(bias[h * kBlocksPerHead + c * kVec + i][e / 2][e % 2]);
           }
         }
         if (qk && chunk_block < kRotBlocks) {
