@@ -13,7 +13,7 @@ from importlib import import_module as _import_module
 from .errors import FusedGemmError, KernelNotReadyError
 
 try:
-    from .generator import (BuildError, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, RopeSpec,
+    from .generator import (AttentionSpec, BuildError, DecodeSpec, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, RopeSpec,
                             SpecError, TileConfig, ToolchainError)
 except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
     if _exc.name != f"{__name__}.generator":
@@ -35,6 +35,10 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "rope_cos_sin_cache": "fused_gemm.rope.op",
     "PackedQKV": "fused_gemm.rope.op",
     "RopeOp": "fused_gemm.rope.op",
+    "attention": "fused_gemm.attention.api",
+    "AttentionOp": "fused_gemm.attention.op",
+    "decode_attention": "fused_gemm.decode.api",
+    "DecodeOp": "fused_gemm.decode.op",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -53,8 +57,8 @@ def __dir__():
 
 
 __all__ = [
-    "BuildError", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
+    "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
     "KernelNotReadyError", "LaunchOptions", "PackedQKV", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
-    "ToolchainError", "compile", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "ToolchainError", "attention", "compile", "decode_attention", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
     "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

@@ -2,6 +2,8 @@
 
 Imports no torch: the codegen CLI and build machines need only Python, Jinja2, CUTLASS and nvcc.
 """
+from .attention import AttentionSpec
+from .decode import DecodeSpec
 from .build import BuildResult, build, build_command, build_many, default_jobs, locate
 from .errors import BuildError, BuildWarning, SpecError, ToolchainError
 from .family import KernelFamily
@@ -13,7 +15,7 @@ from .render import render
 from .toolchain import Toolchain
 
 __all__ = [
-    "BuildError", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
+    "AttentionSpec", "BuildError", "DecodeSpec", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
     "KernelFamily", "LaunchOptions", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
     "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

@@ -88,7 +88,8 @@ def _compile(entry: CacheEntry) -> BuildResult:
     tc = toolchain()
     write_if_different(entry.source, render(entry.spec))
     tmp = entry.folder / f"{entry.library.name}.tmp{os.getpid()}"
-    cmd = tc.command(entry.spec.arch, entry.source, tmp, family_of(entry.spec).cutlass_examples)
+    family = family_of(entry.spec)
+    cmd = tc.command(entry.spec.arch, entry.source, tmp, family.cutlass_examples, family.nvcc_flags)
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -49,9 +49,10 @@ def _csrc_digest(root: Path, folders: Tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def cache_key(source: str, arch: str, toolchain: Toolchain, csrc_folders: Tuple[str, ...]) -> str:
+def cache_key(source: str, arch: str, toolchain: Toolchain, csrc_folders: Tuple[str, ...],
+              extra_flags: Tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
-    for part in (source, _csrc_digest(csrc_dir(), csrc_folders), " ".join(codegen_flags(arch)),
+    for part in (source, _csrc_digest(csrc_dir(), csrc_folders), " ".join(codegen_flags(arch, extra_flags)),
                  *toolchain.key_parts()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
@@ -100,7 +101,8 @@ class CacheEntry:
 
 def entry_for(spec, source: str, toolchain: Toolchain) -> CacheEntry:
     from .registry import family_of
-    key = cache_key(source, spec.arch, toolchain, family_of(spec).csrc_folders)
+    family = family_of(spec)
+    key = cache_key(source, spec.arch, toolchain, family.csrc_folders, family.nvcc_flags)
     tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
     return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)
 

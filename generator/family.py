@@ -31,6 +31,7 @@ class KernelFamily:
     cutlass_examples: Tuple[str, ...] = ()            # examples/<name> folders put on the include path
     cli: Any = None                                   # module with add_arguments(group) and spec_from_args(args)
     csrc_includes: Tuple[str, ...] = ()               # shared csrc/fused_gemm folders (besides common/) it includes
+    nvcc_flags: Tuple[str, ...] = ()                  # codegen flags of its own (they enter the cache key)
 
     @property
     def csrc_folders(self) -> Tuple[str, ...]:

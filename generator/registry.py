@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from .attention import FAMILY as ATTENTION
+from .decode import FAMILY as DECODE
 from .errors import SpecError
 from .family import KernelFamily
 from .gated import FAMILY as GATED
 from .gemm import FAMILY as GEMM
 from .rope import FAMILY as ROPE
 
-FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE)}
+FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE, ATTENTION, DECODE)}
 
 
 def family_of(spec) -> KernelFamily:

@@ -125,9 +125,9 @@ def cutlass_version(root: Path) -> str:
     return ".".join(m.group(1) for m in parts)
 
 
-def codegen_flags(arch: str) -> List[str]:
-    """Flags that go into the cache key (no paths)."""
-    return COMMON_FLAGS + ARCH_FLAGS[arch]
+def codegen_flags(arch: str, extra: Tuple[str, ...] = ()) -> List[str]:
+    """Flags that go into the cache key (no paths); ``extra``: a family's own."""
+    return COMMON_FLAGS + ARCH_FLAGS[arch] + list(extra)
 
 
 def driver_cuda_version() -> Optional[Tuple[int, int]]:
@@ -171,6 +171,8 @@ class Toolchain:
             flags.append(f"-I{root / 'examples' / 'common'}")
         return flags
 
-    def command(self, arch: str, source: Path, output: Path, cutlass_examples: Tuple[str, ...] = ()) -> List[str]:
-        return [str(self.nvcc), *codegen_flags(arch), *host_flags(self.nvcc), *self.include_flags(cutlass_examples),
+    def command(self, arch: str, source: Path, output: Path, cutlass_examples: Tuple[str, ...] = (),
+                extra_flags: Tuple[str, ...] = ()) -> List[str]:
+        return [str(self.nvcc), *codegen_flags(arch, extra_flags), *host_flags(self.nvcc),
+                *self.include_flags(cutlass_examples),
                 str(source), "-o", str(output)]

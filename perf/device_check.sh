@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|host|sweep|sweep-prefill|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|host|sweep|sweep-prefill|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -20,13 +20,17 @@ status=0
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
-    build) for p in gpu-tests gated-tests rope-tests; do run "build-$p" fused-gemm build --preset $p -q; done ;;
+    build) for p in gpu-tests gated-tests rope-tests attention-tests decode-tests; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
     test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
+    attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ;;
+    attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
+    decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
+    sweep-attention) run sweep-attention python3 perf/sweep_attention.py --json "$OUT/sweep_attention.json" ;;
     sweep) run sweep python3 perf/sweep.py --json "$OUT/sweep.json" ;;
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
     sweep-prefill) run build-sweep python3 perf/sweep.py --build-only --kind prefill
@@ -43,11 +47,15 @@ for step in $steps; do
     all)   run build fused-gemm build --preset gpu-tests -q
            run build-gated fused-gemm build --preset gated-tests -q
            run build-rope fused-gemm build --preset rope-tests -q
+           run build-attention fused-gemm build --preset attention-tests -q
+           run build-decode fused-gemm build --preset decode-tests -q
            run tests python3 -m pytest tests -q -m "not compile and not toolchain" -p no:cacheprovider
            run host python3 perf/host_overhead.py
            run bench python3 perf/bench_linear.py --json "$OUT/bench.json"
            run gated python3 perf/bench_gated.py --json "$OUT/gated.json"
-           run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
+           run rope python3 perf/bench_rope.py --json "$OUT/rope.json"
+           run attention python3 perf/bench_attention.py --json "$OUT/attention.json"
+           run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

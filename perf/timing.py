@@ -19,8 +19,16 @@ def rotation_count(bytes_per_set: int, device=None, factor: int = 3) -> int:
     return max(2, -(-factor * l2 // max(bytes_per_set, 1)))
 
 
-def _event_time(run: Callable[[], None]) -> float:
+# Eager timings start behind a short GPU sleep: the host enqueues the first calls while the GPU
+# waits, so one call's host latency is not on the clock of a back-to-back run (a 10-call prefill
+# sample would otherwise charge a tenth of it to every call).  Host-bound runs stay host-bound.
+LEAD_CYCLES = 200_000
+
+
+def _event_time(run: Callable[[], None], lead: bool = False) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if lead:
+        torch.cuda._sleep(LEAD_CYCLES)
     start.record()
     run()
     end.record()
@@ -61,7 +69,8 @@ def time_samples(variants: Dict[str, Calls], graph: bool = False, reps: int = 9,
                  min_calls: int = 64) -> Dict[str, List[float]]:
     """Seconds per call of each variant, one sample per repetition, timed interleaved.
 
-    Eager mode times back-to-back launches (host overhead counts where it dominates); graph mode
+    Eager mode times back-to-back launches (host overhead counts where it dominates, not the first
+    call's latency: see LEAD_CYCLES); graph mode
     replays one CUDA graph holding all the calls.  Each variant cycles through its own calls
     (one per rotated input set).
     """
@@ -72,7 +81,7 @@ def time_samples(variants: Dict[str, Calls], graph: bool = False, reps: int = 9,
     samples: Dict[str, List[float]] = {name: [] for name in variants}
     for _ in range(reps):
         for name, run in runners.items():
-            samples[name].append(_event_time(run) / counts[name])
+            samples[name].append(_event_time(run, lead=not graph) / counts[name])
     return samples
 
 

@@ -38,7 +38,7 @@ def test_runtime_names_load_on_first_use():
 
 
 def test_every_family_has_its_files():
-    assert {"gemm", "gated", "rope"} <= set(FAMILIES)
+    assert {"gemm", "gated", "rope", "attention", "decode"} <= set(FAMILIES)
     for family in FAMILIES.values():
         spec = next(iter(family.presets.values()))()[0]
         assert family_of(spec) is family and spec.uri.startswith(family.name + "_")
@@ -55,6 +55,10 @@ def test_abi_table_matches_what_the_runtime_packs():
     assert GATED_PACK_ORDER == FAMILIES["gated"].abi.names
     from fused_gemm.rope.op import PACK_ORDER as ROPE_PACK_ORDER
     assert ROPE_PACK_ORDER == FAMILIES["rope"].abi.names
+    from fused_gemm.attention.op import PACK_ORDER as ATTENTION_PACK_ORDER
+    assert ATTENTION_PACK_ORDER == FAMILIES["attention"].abi.names
+    from fused_gemm.decode.op import PACK_ORDER as DECODE_PACK_ORDER
+    assert DECODE_PACK_ORDER == FAMILIES["decode"].abi.names
     names = PROBLEM.names
     assert names[names.index("splits"):names.index("pdl") + 1] == (
         "splits", "swizzle", "raster", "decomposition", "reduction", "pdl")

@@ -106,7 +106,8 @@ def test_uri_round_trips_for_every_preset_spec():
 
 @pytest.mark.parametrize("uri, fragment", [
     ("gemm_nonsense", "not a GEMM kernel URI"),
-    ("attention_sm90a_x", "no kernel family"),
+    ("conv_sm90a_x", "no kernel family"),
+    ("attention_sm90a_x", "not an attention kernel URI"),
 ])
 def test_bad_uris_raise(uri, fragment):
     from fused_gemm.generator import spec_from_uri
@@ -142,3 +143,19 @@ def test_gated_spec_refuses_what_its_epilogue_cannot_do():
     from fused_gemm.generator import RopeSpec
     with pytest.raises(SpecError, match="batches"):
         RopeSpec(config=TileConfig((64, 24, 128), (1, 1, 1), "warpspecialized", swap_ab=True))
+
+
+# -- the attention family ------------------------------------------------------------------------
+def test_attention_uri_round_trips_and_refuses_bad_specs():
+    from fused_gemm.generator import AttentionSpec, render, spec_from_uri
+    from fused_gemm.generator.attention import attention_specs
+    for spec in attention_specs("fp16", 64) + [AttentionSpec("bf16", 256, True, 64, persistent=True)]:
+        assert spec_from_uri(spec.uri) == spec
+        source = render(spec)
+        assert spec.uri in source and "fused_gemm/attention/sm90_fmha.hpp" in source
+        assert f"_{spec.head_dim}>;" in source
+    assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
+    for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
+                             ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype")):
+        with pytest.raises(SpecError, match=fragment):
+            AttentionSpec(**kwargs)

@@ -141,6 +141,23 @@ class RopeOp(KernelOp):
             raise ValueError(f"{name}'s token stride and data pointer must be 16-byte aligned")
         return t, stride[0]
 
+    def _check_overlaps(self, x, a_ptr, lda, weight, b_ptr, ldb, bias_ptr, positions, cos_sin, *outputs) -> None:
+        """Caller-given q/k/v must not overlap an input or each other."""
+        T, K = x.shape
+        N, D = weight.shape[0], self.spec.head_dim
+        inputs = [("x", a_ptr, a_ptr + (lda * (T - 1) + K) * self._size),
+                  ("weight", b_ptr, b_ptr + (ldb * (N - 1) + K) * self._size),
+                  ("positions", positions.data_ptr(), positions.data_ptr() + T * positions.element_size()),
+                  ("cos_sin_cache", cos_sin.data_ptr(), cos_sin.data_ptr() + cos_sin.numel() * 4)]
+        if bias_ptr:
+            inputs.append(("bias", bias_ptr, bias_ptr + N * self._size))
+        outs = [(name, t.data_ptr(), t.data_ptr() + (ld * (T - 1) + t.shape[1] * D) * self._size)
+                for name, (t, ld) in zip("qkv", outputs)]
+        for name, lo, hi in outs:
+            hit = checks.overlapping(inputs + [o for o in outs if o[0] != name], (lo, hi))
+            if hit is not None:
+                raise ValueError(f"{name} overlaps {hit}")
+
     def run(self, x, weight, bias, positions, cos_sin, num_heads, num_kv_heads, q, k, v, launch,
             check_positions=True) -> Tuple[Tensor, Tensor, Tensor]:
         spec = self.spec
@@ -187,6 +204,7 @@ class RopeOp(KernelOp):
                                  f"{max_pos} positions")
         launch = self.checked_launch(launch)
         checks.refuse_grad("qkv_rope", x, weight, bias)
+        given = q is not None or k is not None or v is not None   # fresh outputs overlap nothing
         q, ldq = self._output("q", q, (T, num_heads, D), dev)
         k, ldk = self._output("k", k, (T, num_kv_heads, D), dev)
         v, ldv = self._output("v", v, (T, num_kv_heads, D), dev)
@@ -196,18 +214,9 @@ class RopeOp(KernelOp):
             raise ValueError("x has K = 0 columns")
         lda, a_ptr = checks.matrix("x", x, T, K, self._size)
         ldb, b_ptr = checks.matrix("weight", weight, N, K, self._size)
-        inputs = [("x", a_ptr, a_ptr + (lda * (T - 1) + K) * self._size),
-                  ("weight", b_ptr, b_ptr + (ldb * (N - 1) + K) * self._size),
-                  ("positions", positions.data_ptr(), positions.data_ptr() + T * positions.element_size()),
-                  ("cos_sin_cache", cos_sin.data_ptr(), cos_sin.data_ptr() + cos_sin.numel() * 4)]
-        if bias_ptr:
-            inputs.append(("bias", bias_ptr, bias_ptr + N * self._size))
-        outs = [(name, t.data_ptr(), t.data_ptr() + (ld * (T - 1) + t.shape[1] * D) * self._size)
-                for name, t, ld in (("q", q, ldq), ("k", k, ldk), ("v", v, ldv))]
-        for name, lo, hi in outs:
-            hit = checks.overlapping(inputs + [o for o in outs if o[0] != name], (lo, hi))
-            if hit is not None:
-                raise ValueError(f"{name} overlaps {hit}")
+        if given:
+            self._check_overlaps(x, a_ptr, lda, weight, b_ptr, ldb, bias_ptr, positions, cos_sin, (q, ldq),
+                                 (k, ldk), (v, ldv))
         _, swizzle, raster, _, _, pdl = launch.abi
         problem = self._pack(T, N, K, a_ptr, lda, b_ptr, ldb, bias_ptr, q.data_ptr(), k.data_ptr(), v.data_ptr(),
                              ldq, ldk, ldv, positions.data_ptr(), cos_sin.data_ptr(), max_pos, num_heads,

@@ -58,14 +58,37 @@ inline int sm_count(int device) {
   return count;
 }
 
-// Kernel (generated) provides: Problem, GemmKernel, and
+// The device-level adapter a launcher asks for can_implement, workspace size and grid: the
+// Kernel's own `Adapter` if it names one (families not built on GemmUniversal), else CUTLASS's
+// GemmUniversalAdapter.
+template <class Kernel, class = void>
+struct AdapterOf {
+  using type = cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>;
+};
+template <class Kernel>
+struct AdapterOf<Kernel, std::void_t<typename Kernel::Adapter>> {
+  using type = typename Kernel::Adapter;
+};
+
+// Clears a kernel's workspace before a launch; kernels whose workspace is always empty have none.
+template <class GemmKernel, class Arguments>
+auto initialize_workspace(Arguments const &args, void *workspace, cudaStream_t stream, int)
+    -> decltype(GemmKernel::initialize_workspace(args, workspace, stream, nullptr)) {
+  return GemmKernel::initialize_workspace(args, workspace, stream, nullptr);
+}
+template <class GemmKernel, class Arguments>
+cutlass::Status initialize_workspace(Arguments const &, void *, cudaStream_t, long) {
+  return cutlass::Status::kSuccess;
+}
+
+// Kernel (generated) provides: Problem, GemmKernel (the device kernel), optionally Adapter, and
 //   static Arguments arguments(Problem const &, cutlass::KernelHardwareInfo const &).
 template <class Kernel>
 struct Sm90Launcher {
   using Problem = typename Kernel::Problem;
   using GemmKernel = typename Kernel::GemmKernel;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-  using Arguments = typename Gemm::Arguments;
+  using Gemm = typename AdapterOf<Kernel>::type;
+  using Arguments = typename GemmKernel::Arguments;
 
   static Arguments arguments(Problem const &p, int device) {
     cutlass::KernelHardwareInfo hw_info;
@@ -148,7 +171,7 @@ struct Sm90Launcher {
     dim3 grid;
   };
 
-  using ClusterShape = typename GemmKernel::DispatchPolicy::ClusterShape;
+  using ClusterShape = typename GemmKernel::ClusterShape;
   static constexpr int kClusterSize = cute::size(ClusterShape{});
 
   // What Gemm::run does for sm90, minus the per-launch work a cached problem does not need: the
@@ -206,7 +229,7 @@ struct Sm90Launcher {
       entry->value.grid = Gemm::get_grid_shape(entry->value.params);
       Cache::store_key(entry, p);
       if (needed) {  // stream-K clears its tile barriers before every launch (a memset on the stream)
-        status = GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
+        status = initialize_workspace<GemmKernel>(args, p.workspace, static_cast<cudaStream_t>(p.stream), 0);
         if (status != cutlass::Status::kSuccess) {
           entry->valid = false;
           return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
@@ -215,7 +238,7 @@ struct Sm90Launcher {
     } else if (entry->value.workspace_bytes) {
       Arguments args = arguments(p, p.device);
       cutlass::Status status =
-          GemmKernel::initialize_workspace(args, p.workspace, static_cast<cudaStream_t>(p.stream), nullptr);
+          initialize_workspace<GemmKernel>(args, p.workspace, static_cast<cudaStream_t>(p.stream), 0);
       if (status != cutlass::Status::kSuccess) {
         return fail(FG_ERR_CUTLASS, std::string("initialize_workspace: ") + cutlassGetStatusString(status));
       }

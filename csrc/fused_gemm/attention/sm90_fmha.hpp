@@ -1,0 +1,414 @@
+// Flash-attention forward on sm90, built on CUTLASS example 88 (examples/88_hopper_fmha, shipped in
+// the nvidia-cutlass wheel): its warp-specialized kernel, mainloop (TMA loads, wgmma QK^T and PV,
+// online softmax) and tile schedulers, with our own pieces where flash-attn's contract needs more:
+//
+//   * FaMask: any K length (the last tile masked), causal aligned bottom-right (query i of Sq sees
+//     keys j <= i + Sk - Sq, flash-attn's convention for chunked prefill), never a zero-trip tile
+//     (the mainloop always consumes one K/V stage: zero would hang; a row with no keys gets O = 0
+//     and LSE = +inf);
+//   * FaMainloop: a caller-given softmax scale; GQA/MQA by reading K/V head h / (Hq / Hkv) (no
+//     copy); variable-length packed batches (cu_seqlens); per-sequence lengths for the masks;
+//   * FaEpilogue: O stored from registers with per-sequence bounds (any Sq, varlen), LSE only when
+//     asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
+//   * FaTileScheduler: one CTA per (128-row Q tile, head, batch), heaviest tiles first when causal.
+//
+// Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
+// (max_len, D, (T + 1, H)) whose row and "batch" strides are both the token stride, starting
+// max_len rows before the data.  Sequence b (tokens [start, start + len)) is read at batch
+// coordinate start + len and rows offset by max_len - len: row r lands on token start + r, and rows
+// r >= len are past the row extent, so TMA zero-fills them instead of reading the next sequence
+// (CUTLASS example 77 stores its varlen output this way).  Fixed-length batches use the plain
+// (S, D, (B, H)) view with batch coordinate b and no offset.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/fast_math.h"
+#include "cutlass/numeric_conversion.h"
+#include "cutlass/pipeline/pipeline.hpp"
+
+#include "collective/fmha_collective_tma_warpspecialized.hpp"
+#include "collective/fmha_common.hpp"
+#include "kernel/fmha_kernel_tma_warpspecialized.hpp"
+#include "kernel/fmha_options.hpp"
+
+namespace fused_gemm {
+
+// One sequence of a batch in its TMA view: length, batch coordinate and row offset (see the top).
+struct FaSeq {
+  int len;
+  int batch_coord;
+  int row_offset;
+  int start;        // first token (varlen) or 0
+};
+
+struct FaLengths {
+  int const *cu = nullptr;   // [B + 1] cumulative lengths (varlen), or null: every sequence max_len long
+  int max_len = 0;
+
+  CUTLASS_DEVICE FaSeq seq(int b) const {
+    if (cu == nullptr) return {max_len, b, 0, 0};
+    int const start = __ldg(cu + b);
+    int const len = __ldg(cu + b + 1) - start;
+    return {len, start + len, max_len - len, start};
+  }
+};
+
+// The masks (example 88's Fusion interface).  problem_size is one sequence's (B, H, Sq, Sk, D).
+// Tiles run 0..trip-1; the masked ones must be the last ones (the mainloop's contract).
+template <bool kCausal>
+struct FaMask {
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_trip_count(BlkCoord const &blk, TileShape const &tile, ProblemSize const &ps) {
+    int const q = cute::get<2>(ps), k = cute::get<3>(ps);
+    int const m0 = int(cute::get<0>(blk)) * int(cute::get<0>(tile));
+    if (m0 >= q) return 1;                       // a tile past this sequence's end (varlen): stores nothing
+    int end = k;                                 // keys the tile's last row sees
+    if constexpr (kCausal) end = cute::min(k, m0 + int(cute::get<0>(tile)) + k - q);
+    return end <= 0 ? 1 : cute::ceil_div(end, int(cute::get<1>(tile)));
+  }
+
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_unmasked_trip_count(BlkCoord const &blk, TileShape const &tile, ProblemSize const &ps) {
+    int const q = cute::get<2>(ps), k = cute::get<3>(ps), bn = int(cute::get<1>(tile));
+    int const m0 = int(cute::get<0>(blk)) * int(cute::get<0>(tile));
+    if (m0 >= q) return 0;
+    int full = k / bn;                           // tiles with no key past the end
+    if constexpr (kCausal) {
+      int const first = m0 + k - q + 1;          // keys the tile's first row sees
+      full = cute::min(full, first <= 0 ? 0 : first / bn);
+    }
+    return cute::min(full, get_trip_count(blk, tile, ps));
+  }
+
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_masked_trip_count(BlkCoord const &blk, TileShape const &tile, ProblemSize const &ps) {
+    return get_trip_count(blk, tile, ps) - get_unmasked_trip_count(blk, tile, ps);
+  }
+
+  template <class AccQK, class IndexQK, class ProblemSize>
+  CUTLASS_DEVICE void before_softmax(AccQK &acc, IndexQK const &index, ProblemSize const &ps) {
+    int const k = cute::get<3>(ps);
+    int const offset = k - cute::get<2>(ps);     // bottom-right alignment
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < cute::size(acc); ++i) {
+      auto const pos = index(i);
+      bool masked = int(cute::get<1>(pos)) >= k;
+      if constexpr (kCausal) masked |= int(cute::get<1>(pos)) > int(cute::get<0>(pos)) + offset;
+      if (masked) acc(i) = -INFINITY;
+    }
+  }
+};
+
+// Example 88's warp-specialized mainloop with our loads (GQA, varlen) and per-sequence problem sizes.
+// Q is loaded by its own producer warp (Option kLoadsQSeparately).  Fusion is Base's mask.
+template <class Base, class Fusion>
+struct FaMainloop : Base {
+  using typename Base::MainloopPipeline;
+  using typename Base::MainloopPipelineQ;
+  using typename Base::PipelineState;
+  using typename Base::PipelineStateQ;
+  using typename Base::SharedStorage;
+  using typename Base::TileShape;
+  using typename Base::TileShapePV;
+  using typename Base::TileShapeQK;
+  static constexpr int NumMmaWarpGroups = Base::NumMmaWarpGroups;
+
+  struct Arguments {
+    typename Base::Arguments tensors;   // Q/K/V pointers and strides, already in their TMA views
+    float scale;                        // softmax scale (> 0)
+    int num_kv_heads;                   // q head h reads k/v head h / (H / num_kv_heads)
+    FaLengths q, k;                     // lengths (cu_seqlens for varlen); max_len is the problem's
+    int q_batch_extent, kv_batch_extent;  // extents of the TMA views' batch modes
+  };
+
+  struct Params : Base::Params {
+    int group;                          // q heads per k/v head
+    int num_kv_heads;
+    FaLengths q, k;
+    int q_batch_extent, kv_batch_extent;
+  };
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const &ps, Arguments const &args) {
+    int const heads = cute::get<1>(ps);
+    return cute::get<4>(ps) == cute::get<2>(TileShape{}) && args.scale > 0.f && args.num_kv_heads > 0 &&
+           heads % args.num_kv_heads == 0;
+  }
+
+  // Q's descriptor over (B, Hq); K's and V's over (B, Hkv).  Descriptor types do not depend on the
+  // extents, so each comes from the base's own builder with the right shape.
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const &ps, Arguments const &args, void *workspace) {
+    using namespace cute;
+    auto const q_shape = make_shape(args.q_batch_extent, get<1>(ps), get<2>(ps), get<3>(ps), get<4>(ps));
+    auto const kv_shape = make_shape(args.kv_batch_extent, args.num_kv_heads, get<2>(ps), get<3>(ps), get<4>(ps));
+    Params p;
+    static_cast<typename Base::Params &>(p) = Base::to_underlying_arguments(q_shape, args.tensors, workspace);
+    typename Base::Params const kv = Base::to_underlying_arguments(kv_shape, args.tensors, workspace);
+    p.tma_load_k = kv.tma_load_k;
+    p.tma_load_v = kv.tma_load_v;
+    p.scale_softmax = args.scale;
+    p.scale_softmax_log2 = args.scale * static_cast<float>(M_LOG2E);
+    p.group = get<1>(ps) / args.num_kv_heads;
+    p.num_kv_heads = args.num_kv_heads;
+    p.q = args.q;
+    p.k = args.k;
+    p.q_batch_extent = args.q_batch_extent;
+    p.kv_batch_extent = args.kv_batch_extent;
+    return p;
+  }
+
+  template <class BlkCoord, class ProblemShape>
+  CUTLASS_DEVICE static auto sequence_problem(Params const &params, ProblemShape const &ps, BlkCoord const &blk) {
+    int const b = int(cute::get<2, 0>(blk));
+    return cute::make_shape(cute::get<0>(ps), cute::get<1>(ps), params.q.seq(b).len, params.k.seq(b).len,
+                            cute::get<4>(ps));
+  }
+
+  // A TMA view of `shape` with its row mode (`row_mode`) shifted by seq.row_offset, cut into the
+  // tiles `step` picks out of `tile` (as example 88's loads do).
+  template <int kRowMode, class Tma, class Shape3, class Tile, class Step>
+  CUTLASS_DEVICE static auto tiles(Tma const &tma, Shape3 const &shape, FaSeq const &seq, Tile const &tile,
+                                   Step const &step) {
+    using namespace cute;
+    Tensor m = tma.get_tma_tensor(shape);
+    auto offset = [&] {
+      if constexpr (kRowMode == 0) {
+        return make_coord(seq.row_offset, _0{}, make_coord(_0{}, _0{}));
+      } else {
+        return make_coord(_0{}, seq.row_offset, make_coord(_0{}, _0{}));
+      }
+    }();
+    return local_tile(domain_offset(offset, m), tile, make_coord(_, _, _), step);
+  }
+
+  template <class SmemLayout, class Tma, class G, class Storage>
+  CUTLASS_DEVICE static auto tma_state(Tma const &tma, G const &g, Storage &storage) {
+    using namespace cute;
+    Tensor s = make_tensor(make_smem_ptr(storage.data()), SmemLayout{});
+    auto block_tma = tma.get_slice(0);
+    return make_tuple(block_tma.partition_S(g), block_tma.partition_D(s));
+  }
+
+  template <class BlkCoord, class ProblemShape, class LoadWarpBarrier>
+  CUTLASS_DEVICE void load_maybe_q(BlkCoord const &blk, Params const &params, ProblemShape const &ps,
+                                   MainloopPipelineQ &pipeline_q, PipelineStateQ &smem_pipe_write_q,
+                                   SharedStorage &storage, LoadWarpBarrier &load_warp_barrier, bool do_barrier) {
+    using namespace cute;
+    using X = Underscore;
+    int const lane_predicate = cute::elect_one_sync();
+    int const b = int(get<2, 0>(blk)), h = int(get<2, 1>(blk));
+    FaSeq const seq = params.q.seq(b);
+    auto const shape = make_shape(get<2>(ps), get<4>(ps), make_shape(params.q_batch_extent, get<1>(ps)));
+    Tensor gQ_all = tiles<0>(params.tma_load_q, shape, seq, TileShapeQK{}, Step<_1, X, _1>{});
+    Tensor gQ_seq = gQ_all(_, _, _, _0{}, make_coord(seq.batch_coord, h));          // (rows, D, row tiles)
+    // This CTA's row tiles: NumMmaWarpGroups * m + (0, 1, ...), one per consumer warpgroup.
+    Tensor gQ = make_tensor(gQ_seq.data() + NumMmaWarpGroups * int(get<0>(blk)) * stride<2>(gQ_seq), gQ_seq.layout());
+    typename Base::LoadQ load_q{params.tma_load_q, pipeline_q, storage.smem_q};
+    auto state = tma_state<typename Base::SmemLayoutQ>(params.tma_load_q, gQ, storage.smem_q);
+    auto q_tile_iter = cute::make_coord_iterator(Int<NumMmaWarpGroups>{});
+    CUTLASS_PRAGMA_UNROLL
+    for (int t = 0; t < NumMmaWarpGroups; ++t) {
+      int count = 1;
+      load_q.step(q_tile_iter, state, smem_pipe_write_q, lane_predicate, count);
+      if (t == 0 && do_barrier) {
+        load_warp_barrier.arrive();
+        load_warp_barrier.wait(/*phase=*/0);
+        do_barrier = false;
+      }
+    }
+  }
+
+  template <bool kLoadQ, class BlkCoord, class ProblemShape, class LoadWarpBarrier>
+  CUTLASS_DEVICE void load_kv_maybe_q(int, BlkCoord const &blk, Params const &params, ProblemShape const &ps,
+                                      MainloopPipeline &pipeline, PipelineState &smem_pipe_write,
+                                      MainloopPipelineQ &, PipelineStateQ &, SharedStorage &storage,
+                                      LoadWarpBarrier &load_warp_barrier, bool do_barrier) {
+    static_assert(!kLoadQ, "Q has its own producer warp (Option kLoadsQSeparately)");
+    using namespace cute;
+    using X = Underscore;
+    int const lane_predicate = cute::elect_one_sync();
+    int const b = int(get<2, 0>(blk)), kv_head = int(get<2, 1>(blk)) / params.group;
+    FaSeq const seq = params.k.seq(b);
+    int const trip = Fusion{}.get_trip_count(blk, TileShape{}, sequence_problem(params, ps, blk));
+    auto const heads = make_shape(params.kv_batch_extent, params.num_kv_heads);
+    auto const coord = make_coord(seq.batch_coord, kv_head);
+
+    // K tiles (BN rows, D); V tiles of its transposed view (D, BN rows).
+    Tensor gK = tiles<0>(params.tma_load_k, make_shape(get<3>(ps), get<4>(ps), heads), seq, TileShapeQK{},
+                         Step<X, _1, _1>{})(_, _, _, _0{}, coord);
+    Tensor gV = tiles<1>(params.tma_load_v, make_shape(get<4>(ps), get<3>(ps), heads), seq, TileShapePV{},
+                         Step<X, _1, _1>{})(_, _, _0{}, _, coord);
+    typename Base::LoadK load_k{params.tma_load_k, pipeline, storage.smem_k};
+    typename Base::LoadV load_v{params.tma_load_v, pipeline, storage.smem_v};
+    auto state_k = tma_state<typename Base::SmemLayoutK>(params.tma_load_k, gK, storage.smem_k);
+    auto state_v = tma_state<typename Base::SmemLayoutV>(params.tma_load_v, gV, storage.smem_v);
+
+    auto k_tile_iter = cute::make_coord_iterator(trip);
+    int k_tile_count = 2 * trip;
+    load_k.template step<false>(k_tile_iter, state_k, smem_pipe_write, lane_predicate, k_tile_count);
+    if (do_barrier) {
+      load_warp_barrier.arrive();
+      load_warp_barrier.wait(/*phase=*/0);
+    }
+    load_v.template step<true>(k_tile_iter, state_v, smem_pipe_write, lane_predicate, k_tile_count);
+    CUTLASS_PRAGMA_NO_UNROLL
+    while (k_tile_count > 0) {
+      load_k.template step<false>(k_tile_iter, state_k, smem_pipe_write, lane_predicate, k_tile_count);
+      load_v.template step<true>(k_tile_iter, state_v, smem_pipe_write, lane_predicate, k_tile_count);
+    }
+  }
+
+  template <class BlkCoord, class ProblemShape, class... Rest>
+  CUTLASS_DEVICE auto compute(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
+                              Rest &...rest) {
+    return Base::compute(blk, wg, params, sequence_problem(params, ps, blk), rest...);
+  }
+};
+
+// O from the PV accumulators (already divided by the softmax sum) straight to global memory, two
+// columns per store, rows past the sequence's end skipped; LSE by one thread of each row's quad.
+// A sequence's rows are at o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
+template <class Element>
+struct FaEpilogue {
+  struct Arguments {
+    Element *o;
+    int64_t o_row, o_batch, o_head;          // strides in elements
+    float *lse;                              // null: not written
+    int64_t lse_batch, lse_head;             // rows at stride 1; varlen: start + row
+    FaLengths q;
+  };
+  using Params = Arguments;
+
+  struct TensorStorage {};                   // no shared memory: stores go from registers
+  using LoadPipeline = cutlass::PipelineTransactionAsync<1>;   // the kernel builds one; never used
+  using PipelineStorage = typename LoadPipeline::SharedStorage;
+  static constexpr int TmaTransactionBytes = 0;
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void * = nullptr) {
+    return args;
+  }
+
+  template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
+  CUTLASS_DEVICE void operator()(TileShape const &tile, BlkCoord const &wg_coord, ResultTuple const &result,
+                                 TiledMma const &tiled_mma, ProblemShape const &ps, Params const &p, LoadPipeline,
+                                 TensorStorage &) {
+    using namespace cute;
+    auto const &acc = get<0>(result);
+    auto const &lse = get<1>(result);
+    int const b = int(get<2, 0>(wg_coord)), h = int(get<2, 1>(wg_coord));
+    FaSeq const seq = p.q.seq(b);
+    bool const varlen = p.q.cu != nullptr;
+    int const row0 = int(get<0>(wg_coord)) * int(get<0>(tile));
+    int const d = get<4>(ps);
+
+    auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x % cutlass::NumThreadsPerWarpGroup);
+    Tensor coords = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));   // (row, col) like acc
+    Element *o = p.o + (varlen ? seq.start * p.o_row : b * p.o_batch) + h * p.o_head;
+    cutlass::NumericArrayConverter<Element, float, 2> convert;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {       // values i, i + 1 are columns c, c + 1 of one row
+      int const row = row0 + int(get<0>(coords(i)));
+      int const col = int(get<1>(coords(i)));
+      if (row < seq.len && col < d) {
+        cutlass::Array<float, 2> pair;
+        pair[0] = acc(i);
+        pair[1] = acc(i + 1);
+        *reinterpret_cast<cutlass::Array<Element, 2> *>(o + row * p.o_row + col) = convert(pair);
+      }
+    }
+    if (p.lse != nullptr) {
+      Tensor coords_mn = make_tensor(coords.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma, coords.layout()));
+      if (get<1>(coords_mn(0, 0)) == 0) {
+        float *out = p.lse + h * p.lse_head + (varlen ? seq.start : b * p.lse_batch);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size<0>(coords_mn); ++i) {
+          int const row = row0 + int(get<0>(coords_mn(i, 0)));
+          if (row < seq.len) out[row] = lse(i);
+        }
+      }
+    }
+  }
+};
+
+// One CTA per (Q tile of 128 rows, head, batch): grid (tiles, H, B).  Causal tiles further down
+// see more keys; they start first, so the short ones fill the tail.
+template <bool kHeaviestFirst>
+struct FaTileScheduler {
+  struct Params {
+    dim3 grid;
+  };
+  bool valid_ = true;
+
+  CUTLASS_DEVICE FaTileScheduler(Params const &) {}
+
+  template <class ProblemSize, class ClusterShape, class TileShape>
+  static Params to_underlying_arguments(ProblemSize const &ps, cutlass::KernelHardwareInfo, ClusterShape const &,
+                                        TileShape const &tile) {
+    return {dim3(cute::ceil_div(cute::get<2>(ps), cute::get<0>(tile)), cute::get<1>(ps), cute::get<0>(ps))};
+  }
+
+  static dim3 get_grid_shape(Params const &params) { return params.grid; }
+
+  CUTLASS_DEVICE bool is_valid() { return valid_; }
+
+  CUTLASS_DEVICE auto get_block_coord() {
+    int const m = kHeaviestFirst ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+    return cute::make_coord(m, cute::_0{}, cute::make_coord(int(blockIdx.z), int(blockIdx.y)));
+  }
+
+  CUTLASS_DEVICE FaTileScheduler &operator++() {
+    valid_ = false;
+    return *this;
+  }
+};
+
+// What Sm90Launcher asks of a device-level adapter (the GEMM families use CUTLASS's).
+template <class Kernel>
+struct FaAdapter {
+  using Arguments = typename Kernel::Arguments;
+  static cutlass::Status can_implement(Arguments const &args) {
+    return Kernel::can_implement(args) ? cutlass::Status::kSuccess : cutlass::Status::kErrorInvalidProblem;
+  }
+  static size_t get_workspace_size(Arguments const &) { return 0; }
+  static dim3 get_grid_shape(typename Kernel::Params const &params) { return Kernel::get_grid_shape(params); }
+};
+
+// The kernel's arguments from a problem in flash-attn's terms (strides in elements, < 2^31: Python
+// checks).  Varlen tensors get the shifted TMA views described at the top of this file.
+template <class Kernel, class Element, class Problem>
+typename Kernel::Arguments fa_arguments(Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
+  using namespace cute;
+  bool const varlen = p.cu_q != nullptr;
+  auto view = [&](void const *ptr, int64_t row, int64_t batch, int64_t head, int max_len) {
+    Element const *base = static_cast<Element const *>(ptr);
+    if (varlen) base -= static_cast<int64_t>(max_len) * row;
+    auto stride = make_stride(int(row), _1{}, make_stride(int(varlen ? row : batch), int(head)));
+    return make_tuple(base, stride);
+  };
+  auto [q, dq] = view(p.q, p.q_row, p.q_batch, p.q_head, p.max_q);
+  auto [k, dk] = view(p.k, p.k_row, p.k_batch, p.k_head, p.max_k);
+  auto [v, dv] = view(p.v, p.v_row, p.v_batch, p.v_head, p.max_k);
+  FaLengths const lengths_q{static_cast<int const *>(p.cu_q), p.max_q};
+  FaLengths const lengths_k{static_cast<int const *>(p.cu_k), p.max_k};
+  typename Kernel::Arguments args{
+      make_shape(p.batch, p.num_heads, p.max_q, p.max_k, p.head_dim),
+      {{q, dq, k, dk, v, dv},
+       p.scale,
+       p.num_kv_heads,
+       lengths_q,
+       lengths_k,
+       varlen ? p.total_q + 1 : p.batch,
+       varlen ? p.total_k + 1 : p.batch},
+      {static_cast<Element *>(p.o), p.o_row, p.o_batch, p.o_head, static_cast<float *>(p.lse), p.lse_batch,
+       p.lse_head, lengths_q},
+      hw_info};
+  return args;
+}
+
+}  // namespace fused_gemm

@@ -1,0 +1,94 @@
+"""``fused_gemm.attention``: flash-attention forward (CUTLASS example 88's sm90 kernel, extended), and
+its op.
+
+    fused_gemm::attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                          max_seqlen_k, return_lse) -> (Tensor o, Tensor lse)
+(lse is empty when not asked for).  A plain eager call skips the dispatcher.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from .. import jit
+from ..generator import SpecError
+from ..generator.attention.heuristics import pick
+from ..kernel_op import DTYPE_NAMES
+from ..torch_ops import _dispatch_modes, _is_compiling, define
+from .op import AttentionOp
+
+Tensor = torch.Tensor
+_selection: Dict[Tuple, AttentionOp] = {}
+_selection_lock = threading.Lock()
+
+
+def select(q: Tensor, causal: bool) -> AttentionOp:
+    key = (q.dtype, q.shape[-1], bool(causal))
+    op = _selection.get(key)
+    if op is None:
+        if q.get_device() < 0:
+            raise ValueError(f"q is on {q.device}; fused-gemm kernels run on CUDA devices")
+        if q.dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"q has dtype {q.dtype}; attention takes bfloat16 or float16")
+        try:
+            spec = pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal))
+        except SpecError as exc:
+            raise ValueError(str(exc)) from None
+        op = jit.compile(spec)
+        with _selection_lock:
+            _selection[key] = op
+    return op
+
+
+def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+    if not isinstance(q, Tensor):
+        raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+    if q.dim() not in (3, 4):
+        raise ValueError(f"q must be [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens), got {tuple(q.shape)}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    return select(q, causal).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                 return_lse)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
+              cu_seqlens_q: Optional[Tensor] = None, cu_seqlens_k: Optional[Tensor] = None,
+              max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False):
+    """softmax(scale * q k^T) v, flash-attn's layout and conventions, in one kernel.
+
+    q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA read k/v in place), or packed
+    [total, H, D] with int32 ``cu_seqlens_q``/``cu_seqlens_k`` [B + 1] and ``max_seqlen_q``/``max_seqlen_k``.
+    bf16 or fp16; D in 64, 128, 256.  ``causal`` aligns the mask bottom-right (query i of Sq sees keys
+    j <= i + Sk - Sq); a query that sees no key gets 0.  ``scale`` defaults to 1/sqrt(D).  Returns o
+    (like q), or (o, lse) with ``return_lse``: fp32 [B, Hq, Sq] (packed: [Hq, total_q]), natural log.
+    """
+    args = (q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    if (type(q) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(q, Tensor):
+        o, lse = _attention(*args)
+    else:
+        o, lse = torch.ops.fused_gemm.attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k,
+                                                max_seqlen_q, max_seqlen_k, return_lse)
+        lse = lse if return_lse else None
+    return (o, lse) if return_lse else o
+
+
+def _impl(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+    o, lse = _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    return o, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
+
+
+def _fake(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+    if not return_lse:
+        lse = q.new_empty((0,), dtype=torch.float32)
+    elif cu_seqlens_q is not None:
+        lse = q.new_empty((q.shape[-2], q.shape[0]), dtype=torch.float32)
+    else:
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    return torch.empty_like(q, memory_format=torch.contiguous_format), lse
+
+
+define("attention", "(Tensor q, Tensor k, Tensor v, bool causal, float? scale, Tensor? cu_seqlens_q, "
+       "Tensor? cu_seqlens_k, int? max_seqlen_q, int? max_seqlen_k, bool return_lse) -> (Tensor, Tensor)",
+       _impl, _fake)

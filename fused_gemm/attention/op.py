@@ -1,0 +1,146 @@
+"""AttentionOp: one compiled flash-attention forward kernel, with the one validation path of the
+attention ops (flash-attn's layouts: q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], or packed [T, H, D] with
+int32 cu_seqlens).  Nothing here synchronises: launches are graph-capturable."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+
+from .. import checks
+from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..generator.attention import PROBLEM, AttentionSpec
+from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
+from ..library import KernelLibrary
+
+Tensor = torch.Tensor
+# The order AttentionOp packs its fields in; tests/test_families.py checks it against the ABI table.
+PACK_ORDER = ("q", "k", "v", "o", "lse", "q_row", "q_batch", "q_head", "k_row", "k_batch", "k_head", "v_row",
+              "v_batch", "v_head", "o_row", "o_batch", "o_head", "lse_batch", "lse_head", "cu_q", "cu_k", "batch",
+              "num_heads", "num_kv_heads", "head_dim", "max_q", "max_k", "total_q", "total_k", "scale", "pdl",
+              "device", "reserved", "workspace", "workspace_bytes", "stream")
+
+
+def _strides(name: str, t: Tensor, itemsize: int) -> Tuple[int, ...]:
+    """(token, batch, head) strides of a [B, S, H, D] (or packed [T, H, D]) tensor that TMA can read."""
+    # A dim of size 1 may carry any stride; TMA still wants it 16-byte aligned: use the contiguous one.
+    stride = tuple(st if size > 1 else math.prod(t.shape[i + 1:]) for i, (st, size) in
+                   enumerate(zip(t.stride(), t.shape)))
+    if t.shape[-1] > 1 and stride[-1] != 1:
+        raise ValueError(f"{name} must be contiguous in its head dim (strides {stride}); call .contiguous()")
+    for s, size in zip(stride[:-1], t.shape[:-1]):
+        if size > 1 and (s * itemsize) % ALIGN_BYTES:
+            raise ValueError(f"{name} strides {stride} must be multiples of {ALIGN_BYTES // itemsize} elements "
+                             f"({ALIGN_BYTES} bytes, for TMA)")
+        if s >= INT32_LIMIT:
+            raise ValueError(f"{name} stride {s} is too large (the kernel's strides are 32-bit)")
+    if t.data_ptr() % ALIGN_BYTES:
+        raise ValueError(f"{name} data pointer is not {ALIGN_BYTES}-byte aligned; pass a fresh or .contiguous() "
+                         "tensor")
+    if t.dim() == 4:
+        return stride[1], stride[0], stride[2]
+    return stride[0], 0, stride[1]
+
+
+def _cu_seqlens(name: str, t, batch: Optional[int], dev: int) -> int:
+    if not isinstance(t, Tensor) or t.dtype is not torch.int32 or t.dim() != 1:
+        raise TypeError(f"{name} must be an int32 [batch + 1] tensor of cumulative lengths")
+    if t.get_device() != dev:
+        raise ValueError(f"{name} is on {t.device}, but q is on cuda:{dev}")
+    if batch is not None and t.shape[0] != batch + 1:
+        raise ValueError(f"{name} has {t.shape[0]} entries, expected {batch + 1} (as cu_seqlens_q)")
+    if t.shape[0] < 2 or (t.shape[0] > 1 and t.stride(0) != 1):
+        raise ValueError(f"{name} must be contiguous with at least 2 entries")
+    return t.data_ptr()
+
+
+class AttentionOp(KernelOp):
+    """A compiled attention kernel: ``op(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    max_seqlen_k, return_lse)`` -> (o, lse or None)."""
+
+    def __init__(self, spec: AttentionSpec, library: KernelLibrary):
+        assert library.packer.format == PROBLEM.format
+        super().__init__(spec, library)
+        self._dtype = TORCH_DTYPES[spec.dtype]
+        self._size = self._dtype.itemsize
+
+    def __call__(self, q, k, v, *, scale: Optional[float] = None, cu_seqlens_q=None, cu_seqlens_k=None,
+                 max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False):
+        return self.run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+
+    def run(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+        spec = self.spec
+        checks.tensor("q", q, self._dtype, None)
+        dev = q.get_device()
+        if dev not in self._ready:
+            self._first_use(q, dev)
+        checks.tensor("k", k, self._dtype, dev)
+        checks.tensor("v", v, self._dtype, dev)
+        varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+        rank = 3 if varlen else 4
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != rank:
+                layout = "packed [total, H, D] with cu_seqlens" if varlen else "[B, S, H, D]"
+                raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+        D = spec.head_dim
+        if q.shape[-1] != D or k.shape[-1] != D or v.shape[-1] != D:
+            raise ValueError(f"head dims q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}: this kernel takes {D}")
+        if k.shape != v.shape:
+            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+        hq, hkv = q.shape[-2], k.shape[-2]
+        if hkv < 1 or hq % hkv:
+            raise ValueError(f"q has {hq} heads, not a multiple of k/v's {hkv} (GQA needs Hq % Hkv == 0)")
+        if varlen:
+            if cu_seqlens_q is None or cu_seqlens_k is None:
+                raise ValueError("varlen attention needs both cu_seqlens_q and cu_seqlens_k")
+            if max_seqlen_q is None or max_seqlen_k is None:
+                raise ValueError("varlen attention needs max_seqlen_q and max_seqlen_k (reading them from "
+                                 "cu_seqlens would synchronise)")
+            cu_q = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, None, dev)
+            batch = cu_seqlens_q.shape[0] - 1
+            cu_k = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, batch, dev)
+            max_q, max_k = int(max_seqlen_q), int(max_seqlen_k)
+            total_q, total_k = q.shape[0], k.shape[0]
+            if max_q < 0 or max_k < 0 or max_q > total_q or max_k > total_k:
+                raise ValueError(f"max_seqlen_q {max_q} / max_seqlen_k {max_k} must lie in [0, total tokens "
+                                 f"{total_q} / {total_k}]")
+        else:
+            if k.shape[0] != q.shape[0]:
+                raise ValueError(f"q has batch {q.shape[0]}, k/v {k.shape[0]}")
+            batch, max_q, max_k = q.shape[0], q.shape[1], k.shape[1]
+            cu_q = cu_k = 0
+            total_q, total_k = batch * max_q, batch * max_k
+        for name, value in (("tokens", total_q), ("tokens", total_k), ("batch", batch)):
+            if value >= INT32_LIMIT - 1:
+                raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
+        if scale is None:
+            scale = 1.0 / math.sqrt(D)
+        scale = checks.scalar("scale", scale)
+        if not scale > 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        checks.refuse_grad("attention", q, k, v)
+        q_row, q_batch, q_head = _strides("q", q, self._size)
+        k_row, k_batch, k_head = _strides("k", k, self._size)
+        v_row, v_batch, v_head = _strides("v", v, self._size)
+
+        o = self.new_output(tuple(q.shape), self._dtype, dev)
+        o_row, o_batch, o_head = _strides("o", o, self._size)
+        lse = None
+        if return_lse:
+            lse_shape = (hq, total_q) if varlen else (batch, hq, max_q)
+            lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+        if total_q == 0 or batch == 0:
+            return o, lse
+        if max_k == 0 or total_k == 0:   # no keys: O = 0 and LSE = +inf, as for any row that sees none
+            o.zero_()
+            if lse is not None:
+                lse.fill_(math.inf)
+            return o, lse
+        lse_batch, lse_head = (0, total_q) if varlen else (hq * max_q, max_q)
+        problem = self._pack(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0 if lse is None else lse.data_ptr(),
+                             q_row, q_batch, q_head, k_row, k_batch, k_head, v_row, v_batch, v_head,
+                             o_row, o_batch, o_head, lse_batch, lse_head, cu_q, cu_k, batch, hq, hkv, D,
+                             max_q, max_k, total_q, total_k, scale, 0, dev, 0, 0, 0, raw_stream(dev))
+        self.launch(problem, dev, max_q, max_k, D)
+        return o, lse

@@ -1,0 +1,1 @@
+"""Decode attention over a KV cache (flash-decoding: split keys, LSE merge)."""

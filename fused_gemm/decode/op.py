@@ -1,0 +1,119 @@
+"""DecodeOp: one compiled decode-attention kernel, with the one validation path of the decode op.
+q [B, T, Hq, D] (T new tokens per sequence), caches [B, S_max, Hkv, D], int32 cache_seqlens [B].
+Nothing here synchronises: the lengths stay on the GPU, so a graph captured once serves any."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import checks
+from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..generator.decode import PROBLEM, DecodeSpec
+from ..generator.decode.heuristics import splits as pick_splits
+from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
+from ..library import KernelLibrary
+
+Tensor = torch.Tensor
+# The order DecodeOp packs its fields in; tests/test_families.py checks it against the ABI table.
+PACK_ORDER = ("q", "k", "v", "o", "lse", "seqlens", "q_batch", "q_token", "q_head", "k_batch", "k_row", "k_head",
+              "v_batch", "v_row", "v_head", "o_batch", "o_token", "o_head", "lse_batch", "lse_head", "batch",
+              "tokens", "num_heads", "num_kv_heads", "max_len", "splits", "scale", "device", "workspace",
+              "workspace_bytes", "stream")
+MAX_TOKENS = 16          # new tokens per sequence (speculative decode); a 16-row tile holds T x (Hq / Hkv)
+
+
+def _strides(name: str, t: Tensor, itemsize: int):
+    """A [B, S, H, D] tensor's (batch, token, head) strides, for 16-byte vector loads."""
+    stride = tuple(st if size > 1 else math.prod(t.shape[i + 1:]) for i, (st, size) in
+                   enumerate(zip(t.stride(), t.shape)))
+    if t.shape[-1] > 1 and stride[-1] != 1:
+        raise ValueError(f"{name} must be contiguous in its head dim (strides {t.stride()})")
+    if any((s * itemsize) % ALIGN_BYTES for s in stride[:-1]) or t.data_ptr() % ALIGN_BYTES:
+        raise ValueError(f"{name}'s strides {t.stride()} and data pointer must be multiples of {ALIGN_BYTES} bytes")
+    return stride[0], stride[1], stride[2]
+
+
+class DecodeOp(KernelOp):
+    """``op(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse)`` -> (o, lse or None)."""
+
+    def __init__(self, spec: DecodeSpec, library: KernelLibrary):
+        assert library.packer.format == PROBLEM.format
+        super().__init__(spec, library)
+        self._dtype = TORCH_DTYPES[spec.dtype]
+        self._size = self._dtype.itemsize
+        self._sm_count = {}
+
+    def __call__(self, q, k_cache, v_cache, cache_seqlens, *, scale=None, max_seqlen_k=None, return_lse=False,
+                 check_lengths=True):
+        return self.run(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths)
+
+    def run(self, q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths=True):
+        D = self.spec.head_dim
+        checks.tensor("q", q, self._dtype, None)
+        dev = q.get_device()
+        if dev not in self._ready:
+            self._first_use(q, dev)
+            self._sm_count[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
+        squeeze = q.dim() == 3
+        q4 = q.unsqueeze(1) if squeeze else q
+        if q4.dim() != 4:
+            raise ValueError(f"q must be [B, Hq, D] or [B, T, Hq, D], got shape {tuple(q.shape)}")
+        B, T, Hq, Dq = q4.shape
+        for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+            checks.tensor(name, t, self._dtype, dev)
+            if t.dim() != 4:
+                raise ValueError(f"{name} must be [B, S_max, Hkv, D], got shape {tuple(t.shape)}")
+        if k_cache.shape != v_cache.shape:
+            raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
+        _, S, Hkv, Dk = k_cache.shape
+        if Dq != D or Dk != D:
+            raise ValueError(f"head dims q {Dq}, cache {Dk}: this kernel takes {D}")
+        if k_cache.shape[0] != B:
+            raise ValueError(f"q has batch {B}, the caches {k_cache.shape[0]}")
+        if Hkv < 1 or Hq % Hkv:
+            raise ValueError(f"q has {Hq} heads, not a multiple of the caches' {Hkv} (GQA needs Hq % Hkv == 0)")
+        if not 1 <= T <= MAX_TOKENS:
+            raise ValueError(f"{T} new tokens per sequence; decode_attention takes 1 to {MAX_TOKENS}")
+        if not isinstance(cache_seqlens, Tensor) or cache_seqlens.dtype is not torch.int32 or \
+                tuple(cache_seqlens.shape) != (B,):
+            raise TypeError(f"cache_seqlens must be an int32 [B={B}] tensor")
+        if cache_seqlens.get_device() != dev or (B > 1 and cache_seqlens.stride(0) != 1):
+            raise ValueError(f"cache_seqlens must be contiguous on cuda:{dev}")
+        if S >= INT32_LIMIT or B > 65535:
+            raise ValueError(f"cache length {S} or batch {B} out of range")
+        scale = checks.scalar("scale", 1.0 / math.sqrt(D) if scale is None else scale)
+        if not scale > 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        hint = S if max_seqlen_k is None else int(max_seqlen_k)
+        if not 0 < hint <= S:
+            raise ValueError(f"max_seqlen_k {max_seqlen_k} must lie in [1, S_max = {S}]")
+        if check_lengths and not torch.cuda.is_current_stream_capturing():
+            lo, hi = torch.aminmax(cache_seqlens)   # a sync: check_lengths=False skips it (graphs never check)
+            if int(lo) < 0 or int(hi) > S:
+                raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
+                                 f"0..S_max = {S} (inside a CUDA graph they are clamped instead)")
+        checks.refuse_grad("decode_attention", q, k_cache, v_cache)
+        q_strides = _strides("q", q4, self._size)
+        k_strides = _strides("k_cache", k_cache, self._size)
+        v_strides = _strides("v_cache", v_cache, self._size)
+        o = self.new_output((B, T, Hq, D), self._dtype, dev)
+        lse = torch.empty((B, Hq, T), dtype=torch.float32, device=q.device) if return_lse else None
+        if B == 0 or S == 0:
+            o.zero_()
+            if lse is not None:
+                lse.fill_(math.inf)
+            return (o[:, 0] if squeeze else o), (lse[..., 0] if squeeze and lse is not None else lse)
+        row_groups = -(-T * (Hq // Hkv) // 16)
+        splits = pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
+        parts = B * Hkv * row_groups * splits * 16
+        ws_bytes = parts * (D + 1) * 4 if splits > 1 else 0
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+        problem = self._pack(q4.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), o.data_ptr(),
+                             0 if lse is None else lse.data_ptr(), cache_seqlens.data_ptr(), *q_strides,
+                             *k_strides, *v_strides, T * Hq * D, Hq * D, D, Hq * T, T, B, T, Hq, Hkv, S, splits,
+                             scale, dev, 0 if workspace is None else workspace.data_ptr(), ws_bytes, raw_stream(dev))
+        self.launch(problem, dev, B, S, D)
+        if squeeze:
+            return o[:, 0], (lse[..., 0] if lse is not None else None)
+        return o, lse

@@ -1,0 +1,15 @@
+"""The attention family's command-line flags (`fused-gemm codegen/build --family attention ...`).
+--dtype is the GEMM family's and --head-dim the rope family's, shared."""
+from __future__ import annotations
+
+from .spec import BLOCK_N, AttentionSpec
+
+
+def add_arguments(g) -> None:
+    g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
+    g.add_argument("--block-n", type=int, default=128, choices=BLOCK_N, help="keys per mainloop step")
+    g.add_argument("--persistent", action="store_true", help="one CTA per SM walking the tiles")
+
+
+def spec_from_args(args) -> AttentionSpec:
+    return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent)

@@ -1,0 +1,27 @@
+"""Named lists of attention specs (`fused-gemm build --preset ...`)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from .heuristics import pick
+from .spec import AttentionSpec
+
+
+def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a") -> List[AttentionSpec]:
+    """The kernels ``attention`` uses for this dtype and head dim (causal and not)."""
+    return [pick(dtype, head_dim, causal, arch) for causal in (False, True)]
+
+
+def _gpu_tests() -> List[AttentionSpec]:
+    specs = []
+    for dtype in ("bf16", "fp16"):
+        for head_dim in (64, 128):
+            specs += attention_specs(dtype, head_dim)
+    return specs + attention_specs("bf16", 256)
+
+
+PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {
+    "attention-tests": _gpu_tests,
+    "attention-bench": lambda: [s for d in ("bf16", "fp16") for hd in (64, 128) for s in attention_specs(d, hd)],
+    "attention-compile-ci": lambda: [AttentionSpec("bf16", 128, causal=True)],
+}

@@ -1,0 +1,131 @@
+"""The prefill attention bars: fused_gemm.attention against PyTorch SDPA's best backend, same run.
+
+    python perf/bench_attention.py [--json results.json] [--quick]
+
+B * S = 16k tokens, H = 32, D in {128, 64}, S in {1k, 4k, 16k}, causal and not, bf16 and fp16 (bar:
+TFLOP/s >= 1.0x the best of SDPA's flash, memory-efficient and cuDNN backends).  Plus rows for what
+SDPA's kernels lack or pay for: GQA (Llama-3-8B, 32/8 heads; SDPA with enable_gqa) and a varlen
+packed batch against SDPA on each sequence (padding-free; informational).  q/k/v are [B, S, H, D]
+(flash-attn's layout); SDPA gets the same memory as [B, H, S, D] views.  Back-to-back eager calls,
+interleaved, steady clocks; every row checks our output against float64 on a slice.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import fused_gemm
+from timing import paired_ratios, time_samples, warm_gpu  # perf/, the script's folder
+
+TOKENS, HEADS = 16384, 32
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+def sdpa(backend, q, k, v, causal, gqa=False):
+    def call():
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                  is_causal=causal, enable_gqa=gqa)
+    return call
+
+
+def usable(call) -> bool:
+    try:
+        call()
+        torch.cuda.synchronize()
+        return True
+    except RuntimeError:
+        return False
+
+
+def flops(b, h, sq, sk, d, causal) -> float:
+    """4 * (query, key) pairs * D per head: QK^T and PV; causal counts only the pairs it computes."""
+    pairs = sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq)) if causal else sq * sk
+    return 4.0 * b * h * pairs * d
+
+
+def rel_error(q, k, v, causal) -> float:
+    """Ours against float64 on the first batch entry, the first 2 heads and 256 queries."""
+    o = fused_gemm.attention(q, k, v, causal=causal)
+    g = q.shape[2] // k.shape[2]
+    sq = q.shape[1]
+    rows = slice(max(0, sq - 256), sq)                       # the last queries see the most keys
+    qd = q[0, rows, :2].double().transpose(0, 1)
+    kd = k[0, :, : max(1, 2 // g)].double().repeat_interleave(g, 1)[:, :2].transpose(0, 1)
+    vd = v[0, :, : max(1, 2 // g)].double().repeat_interleave(g, 1)[:, :2].transpose(0, 1)
+    s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        i = torch.arange(rows.start, sq, device=q.device)[:, None]
+        j = torch.arange(k.shape[1], device=q.device)[None, :]
+        s = s.masked_fill(j > i + k.shape[1] - sq, -math.inf)
+    ref = (torch.softmax(s, -1) @ vd).transpose(0, 1)
+    return float((o[0, rows, :2].double() - ref).norm() / ref.norm())
+
+
+def row(dtype, d, s, causal, hkv=HEADS):
+    b = TOKENS // s
+    q = torch.randn(b, s, HEADS, d, dtype=dtype, device="cuda")
+    k = torch.randn(b, s, hkv, d, dtype=dtype, device="cuda")
+    v = torch.randn(b, s, hkv, d, dtype=dtype, device="cuda")
+    variants = {"ours": [lambda: fused_gemm.attention(q, k, v, causal=causal)]}
+    for name, backend in BACKENDS.items():
+        call = sdpa(backend, q, k, v, causal, gqa=hkv != HEADS)
+        if usable(call):
+            variants[name] = [call]
+    calls = max(2, 16384 // s)
+    samples = time_samples(variants, reps=9, min_calls=calls)
+    over_ours = paired_ratios(samples, "ours")
+    sdpa_names = [n for n in variants if n != "ours"]
+    best = min(sdpa_names, key=lambda n: over_ours[n])
+    fl = flops(b, HEADS, s, s, d, causal)
+    t_ours = sorted(samples["ours"])[len(samples["ours"]) // 2]
+    r = {"dtype": str(dtype).split(".")[-1], "D": d, "S": s, "B": b, "Hkv": hkv, "causal": causal,
+         "ours_tflops": fl / t_ours / 1e12, "best_sdpa": best, "ratio": over_ours[best],
+         **{f"{n}_tflops": fl / (t_ours * over_ours[n]) / 1e12 for n in sdpa_names},
+         "rel_err": rel_error(q, k, v, causal)}
+    r["ok"] = r["ratio"] >= 1.0 and r["rel_err"] < 1e-2
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="bf16, D=128 only")
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    warm_gpu()
+    rows = []
+    with torch.no_grad():
+        for dtype in ((torch.bfloat16,) if args.quick else (torch.bfloat16, torch.float16)):
+            for d in ((128,) if args.quick else (128, 64)):
+                for s in (1024, 4096, 16384):
+                    for causal in (False, True):
+                        rows.append(row(dtype, d, s, causal))
+                        print(rows[-1], flush=True)
+        gqa = [row(torch.bfloat16, 128, s, causal, hkv=8) for s in (4096,) for causal in (False, True)]
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows, "gqa": gqa},
+                                              indent=1))
+    print(f"\ndevice: {torch.cuda.get_device_name()}, torch {torch.__version__}; B*S = {TOKENS} tokens, H = {HEADS}; "
+          "steady-state clocks; TFLOP/s (causal counts the unmasked half)")
+    print(f"{'dtype':>9}{'D':>5}{'S':>7}{'causal':>8}{'ours':>8}{'flash':>8}{'effic.':>8}{'cudnn':>8}"
+          f"{'vs best':>9}{'rel err':>9}  bar: >= 1.0x the best SDPA backend")
+    for r in rows + gqa:
+        tag = "" if r["Hkv"] == HEADS else f"  (GQA {HEADS}/{r['Hkv']}, SDPA enable_gqa)"
+        print(f"{r['dtype']:>9}{r['D']:>5}{r['S']:>7}{str(r['causal']):>8}{r['ours_tflops']:>8.0f}"
+              f"{r.get('flash_tflops', float('nan')):>8.0f}{r.get('efficient_tflops', float('nan')):>8.0f}"
+              f"{r.get('cudnn_tflops', float('nan')):>8.0f}{r['ratio']:>8.3f}x{r['rel_err']:>9.1e}  "
+              f"{'PASS' if r['ok'] else 'FAIL'}{tag}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Attention kernel configurations against cuDNN (SDPA's fastest backend here), interleaved, one run:
+what generator/attention/heuristics.py's table is made from.
+
+    python perf/sweep_attention.py [--build-only] [--json out.json]
+
+Per head dim (bf16), every candidate (K/V tile, persistent or not) at B * S = 16k tokens, H = 32,
+S in {1k, 4k, 16k}, causal and not: TFLOP/s and the ratio to cuDNN.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+import fused_gemm
+from fused_gemm.generator import AttentionSpec, build_many
+from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa   # perf/, the script's folder
+from timing import paired_ratios, time_samples, warm_gpu
+
+CANDIDATES = {128: [(128, False), (128, True), (64, False)],
+              64: [(64, False), (64, True), (128, False), (128, True)]}
+
+
+def specs():
+    return [AttentionSpec("bf16", d, causal, bn, persistent) for d, configs in CANDIDATES.items()
+            for bn, persistent in configs for causal in (False, True)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    build_many(specs(), progress=False)
+    if args.build_only:
+        return 0
+    warm_gpu()
+    rows = []
+    with torch.no_grad():
+        for d, configs in CANDIDATES.items():
+            for s in (1024, 4096, 16384):
+                for causal in (False, True):
+                    b = TOKENS // s
+                    q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+                    variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
+                    for bn, persistent in configs:
+                        op = fused_gemm.compile(AttentionSpec("bf16", d, causal, bn, persistent))
+                        variants[f"bn{bn}{'p' if persistent else ''}"] = [lambda op=op: op(q, k, v)]
+                    samples = time_samples(variants, reps=7, min_calls=max(2, 16384 // s))
+                    over = paired_ratios(samples, "cudnn")
+                    t_cudnn = sorted(samples["cudnn"])[len(samples["cudnn"]) // 2]
+                    fl = flops(b, HEADS, s, s, d, causal)
+                    row = {"D": d, "S": s, "causal": causal, "cudnn_tflops": fl / t_cudnn / 1e12,
+                           **{name: 1 / over[name] for name in variants if name != "cudnn"}}
+                    rows.append(row)
+                    print(row, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}; speed vs cuDNN (>1: faster)")
+    for r in rows:
+        cands = "  ".join(f"{k}={v:.3f}" for k, v in r.items() if k.startswith("bn"))
+        print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The attention family (flash-attention forward over CUTLASS example 88) on an sm_90 GPU against a
+float64 reference (skipped without one): any lengths, bottom-right causal, GQA/MQA, varlen, scale,
+LSE, NaN-poisoned outputs, graphs, torch.compile, bad input."""
+import math
+
+import pytest
+import torch
+
+import fused_gemm
+from test_gpu import TOL
+
+pytestmark = pytest.mark.gpu
+
+
+def reference(q, k, v, causal, scale):
+    """float64 (o [B, Sq, Hq, D], lse [B, Hq, Sq]); a row that sees no key: o = 0, lse = +inf."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    qd = q.double().transpose(1, 2)
+    kd = k.double().repeat_interleave(hq // hkv, dim=2).transpose(1, 2)
+    vd = v.double().repeat_interleave(hq // hkv, dim=2).transpose(1, 2)
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + sk - sq, -math.inf)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.nan_to_num(torch.exp(s - lse[..., None]), nan=0.0)
+    return (p @ vd).transpose(1, 2), torch.where(torch.isinf(lse), math.inf, lse)
+
+
+def poisoned(shape, dtype):
+    """A NaN-filled block handed back to the caching allocator, so that the next output of this
+    size lands on it (its pointer is returned to check that it did)."""
+    t = torch.full(shape, math.nan, dtype=dtype, device="cuda")
+    ptr = t.data_ptr()
+    del t
+    return ptr
+
+
+def check(got, ref, dtype, what="o"):
+    assert not torch.isnan(got).any(), f"{what}: some elements were never written (NaN poison survived)"
+    err = ((got.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    assert err < TOL[dtype], f"{what}: relative error {err:.2e} > {TOL[dtype]:.0e}"
+
+
+def check_lse(got, ref):
+    assert torch.equal(torch.isinf(got), torch.isinf(ref)), "rows with no keys must get lse = +inf"
+    finite = ~torch.isinf(ref)
+    assert (got.double()[finite] - ref[finite]).abs().max().item() < 1e-3
+
+
+def qkv(b, sq, sk, hq, hkv, d, dtype):
+    q = torch.randn(b, sq, hq, d, dtype=dtype, device="cuda")
+    k = torch.randn(b, sk, hkv, d, dtype=dtype, device="cuda")
+    v = torch.randn(b, sk, hkv, d, dtype=dtype, device="cuda")
+    return q, k, v
+
+
+@pytest.mark.parametrize("sq, sk", [(1, 1), (7, 7), (128, 128), (1000, 1000), (1, 300), (7, 519), (128, 1000),
+                                    (1000, 1300), (4096, 4096)])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_any_length_bottom_right_causal(sq, sk, causal):
+    dtype = torch.bfloat16
+    q, k, v = qkv(2 if sq < 4096 else 1, sq, sk, 4, 2, 128, dtype)
+    ptr = poisoned(q.shape, dtype)
+    o, lse = fused_gemm.attention(q, k, v, causal=causal, return_lse=True)
+    ref_o, ref_lse = reference(q, k, v, causal, 1 / math.sqrt(128))
+    if o.data_ptr() == ptr:
+        assert not torch.isnan(o).any()
+    check(o, ref_o, dtype)
+    check_lse(lse, ref_lse)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("group", [1, 4, 8], ids=["mha", "gqa4", "gqa8"])
+def test_dtypes_head_dims_and_gqa(dtype, d, group):
+    hkv = 2 if group < 8 else 1
+    for causal in (False, True):
+        q, k, v = qkv(2, 333, 517, hkv * group, hkv, d, dtype)
+        o = fused_gemm.attention(q, k, v, causal=causal, scale=0.3)
+        check(o, reference(q, k, v, causal, 0.3)[0], dtype)
+
+
+def test_head_dim_256_and_mqa():
+    q, k, v = qkv(1, 200, 300, 8, 1, 256, torch.bfloat16)
+    for causal in (False, True):
+        check(fused_gemm.attention(q, k, v, causal=causal), reference(q, k, v, causal, 1 / 16)[0], torch.bfloat16)
+
+
+def test_causal_rows_that_see_no_key():
+    """Sq > Sk, bottom-right: the first Sq - Sk queries see nothing (o = 0, lse = +inf, like flash-attn)."""
+    q, k, v = qkv(1, 300, 100, 4, 4, 64, torch.float16)
+    o, lse = fused_gemm.attention(q, k, v, causal=True, return_lse=True)
+    ref_o, ref_lse = reference(q, k, v, True, 1 / 8)
+    check(o, ref_o, torch.float16)
+    assert torch.all(o[:, :200] == 0)
+    check_lse(lse, ref_lse)
+
+
+def packed(lengths_q, lengths_k, hq, hkv, d, dtype):
+    cu_q = torch.tensor([0] + list(torch.tensor(lengths_q).cumsum(0)), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + list(torch.tensor(lengths_k).cumsum(0)), dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(lengths_q), hq, d, dtype=dtype, device="cuda")
+    k = torch.randn(sum(lengths_k), hkv, d, dtype=dtype, device="cuda")
+    v = torch.randn(sum(lengths_k), hkv, d, dtype=dtype, device="cuda")
+    return q, k, v, cu_q, cu_k
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("group", [1, 4], ids=["mha", "gqa4"])
+def test_varlen_packed_batch(causal, group):
+    lengths_q = [1, 17, 512, 3000]
+    lengths_k = [1, 40, 512, 3100]           # prefixes already cached for some sequences
+    dtype = torch.bfloat16
+    q, k, v, cu_q, cu_k = packed(lengths_q, lengths_k, 2 * group, 2, 128, dtype)
+    ptr = poisoned(q.shape, dtype)
+    o, lse = fused_gemm.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                  max_seqlen_q=max(lengths_q), max_seqlen_k=max(lengths_k), return_lse=True)
+    assert o.shape == q.shape and lse.shape == (2 * group, q.shape[0])
+    if o.data_ptr() == ptr:
+        assert not torch.isnan(o).any()
+    for i in range(len(lengths_q)):
+        sq, sk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+        ref_o, ref_lse = reference(q[None, sq], k[None, sk], v[None, sk], causal, 1 / math.sqrt(128))
+        check(o[sq], ref_o[0], dtype)
+        check_lse(lse[:, sq], ref_lse[0])
+
+
+def test_varlen_with_empty_sequences():
+    q, k, v, cu_q, cu_k = packed([5, 0, 9], [0, 3, 9], 4, 4, 64, torch.float16)
+    o, lse = fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=9, max_seqlen_k=9,
+                                  return_lse=True)
+    assert torch.all(o[:5] == 0) and torch.all(torch.isinf(lse[:, :5]))
+    ref_o, _ = reference(q[None, 5:], k[None, 3:], v[None, 3:], False, 1 / 8)
+    check(o[5:], ref_o[0], torch.float16)
+
+
+def test_strided_views_of_a_packed_qkv():
+    """q/k/v as views of one [B, S, 3, H, D] projection output: no copies needed."""
+    qkv_out = torch.randn(2, 300, 3, 8, 64, dtype=torch.bfloat16, device="cuda")
+    q, k, v = qkv_out.unbind(2)
+    o = fused_gemm.attention(q, k, v, causal=True)
+    check(o, reference(q, k, v, True, 1 / 8)[0], torch.bfloat16)
+
+
+def test_graph_capture_and_compile():
+    q, k, v = qkv(2, 64, 256, 8, 2, 128, torch.bfloat16)
+    o = fused_gemm.attention(q, k, v, causal=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = fused_gemm.attention(q, k, v, causal=True)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        check(o, reference(q, k, v, True, 1 / math.sqrt(128))[0], torch.bfloat16)
+
+    @torch.compile(fullgraph=True)
+    def block(q, k, v):
+        return fused_gemm.attention(q, k, v, causal=True, return_lse=True)
+    o, lse = block(q, k, v)
+    ref_o, ref_lse = reference(q, k, v, True, 1 / math.sqrt(128))
+    check(o, ref_o, torch.bfloat16)
+    check_lse(lse, ref_lse)
+
+
+def test_bad_input_is_refused_before_launch():
+    q, k, v = qkv(1, 16, 16, 6, 4, 128, torch.bfloat16)
+    with pytest.raises(ValueError, match="multiple of k/v's 4"):
+        fused_gemm.attention(q, k, v)
+    q, k, v = qkv(1, 16, 16, 4, 4, 96, torch.bfloat16)
+    with pytest.raises(ValueError, match="head_dim 96"):
+        fused_gemm.attention(q, k, v)
+    q, k, v = qkv(1, 16, 16, 4, 4, 64, torch.bfloat16)
+    with pytest.raises(TypeError, match="dtype"):
+        fused_gemm.attention(q, k.half(), v)
+    with pytest.raises(ValueError, match="same shape"):
+        fused_gemm.attention(q, k, v[:, :8])
+    with pytest.raises(ValueError, match="scale must be positive"):
+        fused_gemm.attention(q, k, v, scale=0.0)
+    with pytest.raises(ValueError, match="max_seqlen"):
+        cu = torch.tensor([0, 16], dtype=torch.int32, device="cuda")
+        fused_gemm.attention(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu)
+    with pytest.raises(TypeError, match="int32"):
+        fused_gemm.attention(q[0], k[0], v[0], cu_seqlens_q=cu.long(), cu_seqlens_k=cu, max_seqlen_q=16,
+                             max_seqlen_k=16)
+    with pytest.raises(ValueError, match="multiples of 8 elements"):
+        fused_gemm.attention(q, k, torch.randn(1, 16, 4, 68, dtype=torch.bfloat16, device="cuda")[..., :64])
+    with pytest.raises(ValueError, match="on CUDA"):
+        fused_gemm.attention(q.cpu(), k.cpu(), v.cpu())
+    q.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="no backward"):
+        fused_gemm.attention(q, k, v)
