@@ -14,7 +14,7 @@ import torch
 
 from .. import jit
 from ..generator import SpecError
-from ..generator.attention.heuristics import pick
+from ..generator.attention.heuristics import pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import AttentionOp
@@ -24,8 +24,8 @@ _selection: Dict[Tuple, AttentionOp] = {}
 _selection_lock = threading.Lock()
 
 
-def select(q: Tensor, causal: bool) -> AttentionOp:
-    key = (q.dtype, q.shape[-1], bool(causal))
+def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
+    key = (q.dtype, q.shape[-1], bool(causal), row_index(q.shape[-1], bool(causal), seqlen_q))
     op = _selection.get(key)
     if op is None:
         if q.get_device() < 0:
@@ -33,7 +33,7 @@ def select(q: Tensor, causal: bool) -> AttentionOp:
         if q.dtype not in (torch.bfloat16, torch.float16):
             raise TypeError(f"q has dtype {q.dtype}; attention takes bfloat16 or float16")
         try:
-            spec = pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal))
+            spec = pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q)
         except SpecError as exc:
             raise ValueError(str(exc)) from None
         op = jit.compile(spec)
@@ -49,7 +49,8 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         raise ValueError(f"q must be [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens), got {tuple(q.shape)}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    return select(q, causal).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    seqlen_q = max_seqlen_q if cu_seqlens_q is not None and isinstance(max_seqlen_q, int) else q.shape[-3]
+    return select(q, causal, seqlen_q).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                  return_lse)
 
 

@@ -1,16 +1,40 @@
-"""Which attention kernel serves which head dim: a table, not code.  Tiles as CUTLASS example 88
-runs them (128 x 128 at D = 128, 128 x 64 at D = 64 and 256); one CTA per (Q tile, head, batch)."""
+"""Which attention kernel serves which problem: a table, not code.  Per (arch, head dim, causal),
+rows of (largest Sq served, K/V tile, persistent), the first that covers Sq wins.  From
+perf/sweep_attention.py on an H100 (bf16, B*S = 16k tokens, H = 32): the persistent kernel wins
+without a mask at short and mid lengths (its next tile's loads overlap this one's epilogue); with
+a causal mask the one-CTA-per-tile grid, heaviest tiles first, balances better; D = 64 runs best
+on 128-key tiles."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 from .spec import AttentionSpec
 
-# (arch, head_dim) -> block_n
-BLOCK_N: Dict[tuple, int] = {("sm90a", 64): 64, ("sm90a", 128): 128, ("sm90a", 256): 64}
-PERSISTENT: Dict[tuple, bool] = {("sm90a", 64): False, ("sm90a", 128): False, ("sm90a", 256): False}
+ANY = 1 << 31
+Row = Tuple[int, int, bool]           # (max Sq, block_n, persistent)
+TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
+    ("sm90a", 64, False): ((ANY, 128, True),),
+    ("sm90a", 64, True): ((ANY, 128, False),),
+    ("sm90a", 128, False): ((4096, 128, True), (ANY, 128, False)),
+    ("sm90a", 128, True): ((ANY, 128, False),),
+    ("sm90a", 256, False): ((ANY, 64, False),),
+    ("sm90a", 256, True): ((ANY, 64, False),),
+}
 
 
-def pick(dtype: str, head_dim: int, causal: bool, arch: str = "sm90a") -> AttentionSpec:
-    key = (arch, head_dim)
-    return AttentionSpec(dtype, head_dim, causal, BLOCK_N.get(key, 64), PERSISTENT.get(key, False), arch)
+def rows(head_dim: int, causal: bool, arch: str = "sm90a") -> Tuple[Row, ...]:
+    return TABLE.get((arch, head_dim, causal), ((ANY, 64, False),))
+
+
+def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -> int:
+    for i, (max_q, _, _) in enumerate(rows(head_dim, causal, arch)):
+        if seqlen_q <= max_q:
+            return i
+    raise AssertionError("the last row covers every Sq")
+
+
+def pick(dtype: str, head_dim: int, causal: bool, seqlen_q: int = ANY, arch: str = "sm90a") -> AttentionSpec:
+    """The kernel for Sq (the longest sequence, for varlen) queries; an unknown head dim gets a spec
+    that refuses it with a clear error."""
+    _, block_n, persistent = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
+    return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch)

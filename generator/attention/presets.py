@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from .heuristics import pick
+from .heuristics import rows
 from .spec import AttentionSpec
 
 
 def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a") -> List[AttentionSpec]:
-    """The kernels ``attention`` uses for this dtype and head dim (causal and not)."""
-    return [pick(dtype, head_dim, causal, arch) for causal in (False, True)]
+    """The kernels ``attention`` uses for this dtype and head dim (causal and not, every length)."""
+    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch)
+            for causal in (False, True) for _, block_n, persistent in rows(head_dim, causal, arch)]
 
 
 def _gpu_tests() -> List[AttentionSpec]:

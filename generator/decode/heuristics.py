@@ -1,14 +1,17 @@
 """Decode attention's choices, as data: the kernel per head dim and how many key ranges (splits) a
-sequence is cut into, from the cache's capacity and the number of (batch, kv head, row group) work
-groups: enough CTAs for several waves of the GPU, each streaming at least MIN_KEYS keys."""
+sequence is cut into.  Work groups (batch x kv head x row group) times splits are the CTAs; the
+split count is the smallest that fills the GPU's CTA slots to WAVE_FILL in its last wave (one wave
+of 256 groups on 264 slots needs no split at all, and no merge), keeping each split at least
+MIN_KEYS long (shorter ones cost more to merge than they bring).  Measured on an H100
+(perf/bench_decode.py)."""
 from __future__ import annotations
 
 from .spec import DecodeSpec
 
 STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM at 128 (96 KB of shared memory each)
 CTAS_PER_SM = {64: 2, 128: 2, 256: 1}
-WAVES = 4                                 # CTAs per slot to aim for: the last wave's loss stays small
-MIN_KEYS = 512                            # a split shorter than this costs more in merging than it gains
+WAVE_FILL = 0.9
+MIN_KEYS = 512
 
 
 def pick(dtype: str, head_dim: int, arch: str = "sm90a") -> DecodeSpec:
@@ -17,5 +20,10 @@ def pick(dtype: str, head_dim: int, arch: str = "sm90a") -> DecodeSpec:
 
 def splits(groups: int, max_len: int, head_dim: int, sm_count: int) -> int:
     slots = sm_count * CTAS_PER_SM.get(head_dim, 1)
-    wanted = -(-WAVES * slots // max(groups, 1))
-    return max(1, min(wanted, -(-max_len // MIN_KEYS)))
+    most = max(1, -(-max_len // MIN_KEYS))
+    for n in range(1, most + 1):
+        ctas = groups * n
+        waves = -(-ctas // slots)
+        if ctas / (waves * slots) >= WAVE_FILL:
+            return n
+    return most

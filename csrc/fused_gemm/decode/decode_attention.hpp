@@ -322,42 +322,40 @@ __global__ void __launch_bounds__(Kernel::kThreads) decode_split_kernel(DecodePa
   Kernel::run(p, smem);
 }
 
-// Merges the splits of one (batch, kv head, row group): O = sum_s exp(lse_s - lse) O_s with
-// lse = log sum_s exp(lse_s).  One thread per (row, dim pair).
+// Merges the splits of one query row of a (batch, kv head, row group): O = sum_s exp(lse_s - lse) O_s
+// with lse = log sum_s exp(lse_s).  One CTA per row, one thread per pair of dims: a single long
+// sequence still has a merge spread over the GPU.
 template <class Element, int kD>
-__global__ void __launch_bounds__(128) decode_combine_kernel(DecodeParams const p) {
+__global__ void __launch_bounds__(kD / 2) decode_combine_kernel(DecodeParams const p) {
   constexpr int kRows = 16;
-  int const b = blockIdx.z, slot_y = blockIdx.y;
+  int const r = blockIdx.x, slot_y = blockIdx.y, b = blockIdx.z;
   int const kv_head = slot_y / p.row_groups, row_group = slot_y % p.row_groups;
   int const group = p.num_heads / p.num_kv_heads;
-  int const rows = p.tokens * group;
-  for (int i = threadIdx.x; i < kRows * kD / 2; i += blockDim.x) {
-    int const r = i / (kD / 2), dim = 2 * (i % (kD / 2));
-    int const row = row_group * kRows + r;
-    if (row >= rows) continue;
-    int64_t const base = (int64_t(b) * gridDim.y + slot_y) * p.splits;
-    float top = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) top = fmaxf(top, p.lse_part[(base + s) * kRows + r]);
-    float sum = 0.f, a0 = 0.f, a1 = 0.f;
-    if (top != -INFINITY) {
-      for (int s = 0; s < p.splits; ++s) {
-        float const w = __expf(p.lse_part[(base + s) * kRows + r] - top);
-        float const *o = p.o_part + ((base + s) * kRows + r) * kD + dim;
-        sum += w;
-        a0 += w * o[0];
-        a1 += w * o[1];
-      }
+  int const row = row_group * kRows + r;
+  if (row >= p.tokens * group) return;
+  int const dim = 2 * threadIdx.x;
+  int64_t const base = (int64_t(b) * gridDim.y + slot_y) * p.splits;
+  float top = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) top = fmaxf(top, p.lse_part[(base + s) * kRows + r]);
+  float sum = 0.f, a0 = 0.f, a1 = 0.f;
+  if (top != -INFINITY) {
+    for (int s = 0; s < p.splits; ++s) {
+      float const w = __expf(p.lse_part[(base + s) * kRows + r] - top);
+      float2 const o = *reinterpret_cast<float2 const *>(p.o_part + ((base + s) * kRows + r) * kD + dim);
+      sum += w;
+      a0 += w * o.x;
+      a1 += w * o.y;
     }
-    float const inv = sum > 0.f ? 1.f / sum : 0.f;
-    int const token = row / group, head = kv_head * group + row % group;
-    Element *o = static_cast<Element *>(p.o) + b * p.o_batch + token * p.o_token + head * p.o_head + dim;
-    cutlass::Array<float, 2> in;
-    in[0] = a0 * inv;
-    in[1] = a1 * inv;
-    *reinterpret_cast<cutlass::Array<Element, 2> *>(o) = cutlass::NumericArrayConverter<Element, float, 2>{}(in);
-    if (p.lse != nullptr && dim == 0) {
-      p.lse[b * p.lse_batch + head * p.lse_head + token] = sum > 0.f ? top + __logf(sum) : INFINITY;
-    }
+  }
+  float const inv = sum > 0.f ? 1.f / sum : 0.f;
+  int const token = row / group, head = kv_head * group + row % group;
+  Element *o = static_cast<Element *>(p.o) + b * p.o_batch + token * p.o_token + head * p.o_head + dim;
+  cutlass::Array<float, 2> in;
+  in[0] = a0 * inv;
+  in[1] = a1 * inv;
+  *reinterpret_cast<cutlass::Array<Element, 2> *>(o) = cutlass::NumericArrayConverter<Element, float, 2>{}(in);
+  if (p.lse != nullptr && dim == 0) {
+    p.lse[b * p.lse_batch + head * p.lse_head + token] = sum > 0.f ? top + __logf(sum) : INFINITY;
   }
 }
 
@@ -442,7 +440,7 @@ struct DecodeLauncher {
     decode_split_kernel<Split><<<grid, Split::kThreads, Split::kSmemBytes, stream>>>(d);
     if (d.splits > 1) {
       decode_combine_kernel<typename Kernel::Element, Kernel::kD>
-          <<<dim3(1, d.num_kv_heads * d.row_groups, d.batch), 128, 0, stream>>>(d);
+          <<<dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), Kernel::kD / 2, 0, stream>>>(d);
     }
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return fail(FG_ERR_CUDA, std::string("launch: ") + cudaGetErrorString(err));
