@@ -44,6 +44,11 @@ for step in $steps; do
              rm -f "$OUT/ncu_$kind.ncu-rep"   # the two exports above are what comes back
            done ;;
     host)  run host python3 perf/host_overhead.py ;;
+    cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
+    build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)
+               for p in gpu-tests gated-tests rope-tests rope-bench attention-tests attention-bench decode-tests gated-bench bench; do
+                 fused-gemm build --preset $p -q > /tmp/build-$p.log 2>&1 || { echo "== build-$p failed"; tail -5 /tmp/build-$p.log; status=1; }
+               done ;;
     all)   run build fused-gemm build --preset gpu-tests -q
            run build-gated fused-gemm build --preset gated-tests -q
            run build-rope fused-gemm build --preset rope-tests -q

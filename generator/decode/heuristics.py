@@ -10,7 +10,7 @@ from .spec import DecodeSpec
 
 STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM at 128 (96 KB of shared memory each)
 CTAS_PER_SM = {64: 2, 128: 2, 256: 1}
-WAVE_FILL = 0.9
+WAVE_FILL = 0.96
 MIN_KEYS = 512
 
 
