@@ -137,6 +137,34 @@ def test_varlen_with_empty_sequences():
     check(o[5:], ref_o[0], torch.float16)
 
 
+@pytest.mark.parametrize("before", [0, 512, 4096, 36864])
+def test_varlen_wherever_the_tensors_lie(before):
+    """Varlen views start at the tensors themselves: whatever lies before q/k/v in memory (a
+    descriptor based before its tensor faulted for some allocation layouts)."""
+    keep = torch.zeros(before, dtype=torch.uint8, device="cuda") if before else None
+    q, k, v, cu_q, cu_k = packed([40], [40], 4, 4, 128, torch.bfloat16)
+    o = fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=40, max_seqlen_k=40)
+    torch.cuda.synchronize()
+    check(o, reference(q[None], k[None], v[None], False, 1 / math.sqrt(128))[0][0], torch.bfloat16)
+    del keep
+
+
+def test_varlen_empty_queries_and_checked_lengths():
+    q, k, v, cu_q, cu_k = packed([0, 0], [5, 7], 4, 4, 64, torch.bfloat16)
+    q = torch.randn(16, 4, 64, dtype=torch.bfloat16, device="cuda")           # padding tokens only
+    o = fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=0, max_seqlen_k=7)
+    assert torch.all(o == 0)
+    q, k, v, cu_q, cu_k = packed([5, 9], [5, 9], 4, 4, 64, torch.bfloat16)
+    for bad, fragment in (([0, 5, 20], "end within"), ([0, 9, 5], "never decrease"), ([1, 5, 14], "start at 0")):
+        with pytest.raises(ValueError, match=fragment):
+            fused_gemm.attention(q, k, v, cu_seqlens_q=torch.tensor(bad, dtype=torch.int32, device="cuda"),
+                                 cu_seqlens_k=cu_k, max_seqlen_q=14, max_seqlen_k=9)
+    with pytest.raises(ValueError, match="longer than max_seqlen"):
+        fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=5, max_seqlen_k=9)
+    with pytest.raises(TypeError, match="Python ints"):
+        fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=9.0, max_seqlen_k=9)
+
+
 def test_strided_views_of_a_packed_qkv():
     """q/k/v as views of one [B, S, 3, H, D] projection output: no copies needed."""
     qkv_out = torch.randn(2, 300, 3, 8, 64, dtype=torch.bfloat16, device="cuda")
@@ -187,6 +215,8 @@ def test_bad_input_is_refused_before_launch():
                              max_seqlen_k=16)
     with pytest.raises(ValueError, match="multiples of 8 elements"):
         fused_gemm.attention(q, k, torch.randn(1, 16, 4, 68, dtype=torch.bfloat16, device="cuda")[..., :64])
+    with pytest.raises(ValueError, match="no heads"):
+        fused_gemm.attention(q[:, :, :0], k, v)
     with pytest.raises(ValueError, match="on CUDA"):
         fused_gemm.attention(q.cpu(), k.cpu(), v.cpu())
     q.requires_grad_(True)

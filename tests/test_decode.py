@@ -6,6 +6,8 @@ import pytest
 import torch
 
 import fused_gemm
+import fused_gemm.decode.api as decode_api
+from fused_gemm.generator.decode.heuristics import pick
 from test_attention import check, check_lse, poisoned
 
 pytestmark = pytest.mark.gpu
@@ -104,6 +106,17 @@ def test_graph_replays_with_changing_lengths_and_compile():
     ref_o, ref_lse = reference(q, k, v, lengths, 1 / math.sqrt(128))
     check(o, ref_o, torch.bfloat16)
     check_lse(lse, ref_lse)
+
+
+def test_warmup_then_first_call_inside_a_capture():
+    q, k, v, seqlens = problem([30, 60], 128, 8, 8, 64, dtype=torch.float16)
+    decode_api._selection.clear()
+    fused_gemm.warmup(pick("fp16", 64))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = fused_gemm.decode_attention(q, k, v, seqlens)
+    graph.replay()
+    check(o, reference(q, k, v, [30, 60], 1 / 8)[0], torch.float16)
 
 
 def test_bad_input_is_refused_before_launch():

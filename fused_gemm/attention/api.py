@@ -42,21 +42,23 @@ def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
     return op
 
 
-def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
+               check_lengths=False):
     if not isinstance(q, Tensor):
         raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
     if q.dim() not in (3, 4):
         raise ValueError(f"q must be [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens), got {tuple(q.shape)}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    seqlen_q = max_seqlen_q if cu_seqlens_q is not None and isinstance(max_seqlen_q, int) else q.shape[-3]
+    seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
     return select(q, causal, seqlen_q).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                 return_lse)
+                                           return_lse, check_lengths)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
               cu_seqlens_q: Optional[Tensor] = None, cu_seqlens_k: Optional[Tensor] = None,
-              max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False):
+              max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False,
+              check_lengths: bool = True):
     """softmax(scale * q k^T) v, flash-attn's layout and conventions, in one kernel.
 
     q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] (Hq a multiple of Hkv: GQA/MQA read k/v in place), or packed
@@ -64,10 +66,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
     bf16 or fp16; D in 64, 128, 256.  ``causal`` aligns the mask bottom-right (query i of Sq sees keys
     j <= i + Sk - Sq); a query that sees no key gets 0.  ``scale`` defaults to 1/sqrt(D).  Returns o
     (like q), or (o, lse) with ``return_lse``: fp32 [B, Hq, Sq] (packed: [Hq, total_q]), natural log.
+    Eager varlen calls check cu_seqlens against the packed tensors and max_seqlen (a sync;
+    ``check_lengths=False`` skips it, as do CUDA-graph captures and torch.compile).
     """
     args = (q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
     if (type(q) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(q, Tensor):
-        o, lse = _attention(*args)
+        o, lse = _attention(*args, check_lengths=check_lengths)
     else:
         o, lse = torch.ops.fused_gemm.attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k,
                                                 max_seqlen_q, max_seqlen_k, return_lse)

@@ -1,9 +1,11 @@
 """AttentionOp: one compiled flash-attention forward kernel, with the one validation path of the
 attention ops (flash-attn's layouts: q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], or packed [T, H, D] with
-int32 cu_seqlens).  Nothing here synchronises: launches are graph-capturable."""
+int32 cu_seqlens).  Launches are graph-capturable; only the optional eager check of cu_seqlens
+(check_lengths) synchronises."""
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -11,10 +13,12 @@ import torch
 from .. import checks
 from ..checks import ALIGN_BYTES, INT32_LIMIT
 from ..generator.attention import PROBLEM, AttentionSpec
+from ..generator.attention.spec import BLOCK_M
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
 
 Tensor = torch.Tensor
+GRID_LIMIT = 65535       # CUDA's gridDim.y / gridDim.z: heads and batch
 # The order AttentionOp packs its fields in; tests/test_families.py checks it against the ABI table.
 PACK_ORDER = ("q", "k", "v", "o", "lse", "q_row", "q_batch", "q_head", "k_row", "k_batch", "k_head", "v_row",
               "v_batch", "v_head", "o_row", "o_batch", "o_head", "lse_batch", "lse_head", "cu_q", "cu_k", "batch",
@@ -24,9 +28,9 @@ PACK_ORDER = ("q", "k", "v", "o", "lse", "q_row", "q_batch", "q_head", "k_row", 
 
 def _strides(name: str, t: Tensor, itemsize: int) -> Tuple[int, ...]:
     """(token, batch, head) strides of a [B, S, H, D] (or packed [T, H, D]) tensor that TMA can read."""
-    # A dim of size 1 may carry any stride; TMA still wants it 16-byte aligned: use the contiguous one.
-    stride = tuple(st if size > 1 else math.prod(t.shape[i + 1:]) for i, (st, size) in
-                   enumerate(zip(t.stride(), t.shape)))
+    # A dim of size 1 may carry any stride (its coordinate is always 0); TMA still wants it 16-byte
+    # aligned: give it the head dim's.
+    stride = tuple(st if size > 1 else t.shape[-1] for st, size in zip(t.stride(), t.shape))
     if t.shape[-1] > 1 and stride[-1] != 1:
         raise ValueError(f"{name} must be contiguous in its head dim (strides {stride}); call .contiguous()")
     for s, size in zip(stride[:-1], t.shape[:-1]):
@@ -41,6 +45,16 @@ def _strides(name: str, t: Tensor, itemsize: int) -> Tuple[int, ...]:
     if t.dim() == 4:
         return stride[1], stride[0], stride[2]
     return stride[0], 0, stride[1]
+
+
+def _check_cu_seqlens(name: str, t: Tensor, total: int, max_len: int) -> None:
+    """Cumulative lengths from 0, non-decreasing, within the packed tensor and max_len (a sync)."""
+    lengths = t[1:] - t[:-1]
+    first, last, shortest, longest = (int(x) for x in torch.stack((t[0], t[-1], lengths.min(), lengths.max())).cpu())
+    if first != 0 or shortest < 0 or last > total or longest > max_len:
+        raise ValueError(f"{name} must start at 0, never decrease and end within the {total} packed tokens, with no "
+                         f"sequence longer than max_seqlen {max_len}; got first {first}, last {last}, lengths "
+                         f"{shortest}..{longest}")
 
 
 def _cu_seqlens(name: str, t, batch: Optional[int], dev: int) -> int:
@@ -66,10 +80,13 @@ class AttentionOp(KernelOp):
         self._size = self._dtype.itemsize
 
     def __call__(self, q, k, v, *, scale: Optional[float] = None, cu_seqlens_q=None, cu_seqlens_k=None,
-                 max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False):
-        return self.run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+                 max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, return_lse: bool = False,
+                 check_lengths: bool = True):
+        return self.run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
+                        check_lengths)
 
-    def run(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+    def run(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
+            check_lengths=False):
         spec = self.spec
         checks.tensor("q", q, self._dtype, None)
         dev = q.get_device()
@@ -89,6 +106,8 @@ class AttentionOp(KernelOp):
         if k.shape != v.shape:
             raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
         hq, hkv = q.shape[-2], k.shape[-2]
+        if hq < 1:
+            raise ValueError(f"q has no heads (shape {tuple(q.shape)})")
         if hkv < 1 or hq % hkv:
             raise ValueError(f"q has {hq} heads, not a multiple of k/v's {hkv} (GQA needs Hq % Hkv == 0)")
         if varlen:
@@ -100,11 +119,17 @@ class AttentionOp(KernelOp):
             cu_q = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, None, dev)
             batch = cu_seqlens_q.shape[0] - 1
             cu_k = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, batch, dev)
-            max_q, max_k = int(max_seqlen_q), int(max_seqlen_k)
+            try:
+                max_q, max_k = operator.index(max_seqlen_q), operator.index(max_seqlen_k)
+            except TypeError:
+                raise TypeError("max_seqlen_q and max_seqlen_k must be Python ints") from None
             total_q, total_k = q.shape[0], k.shape[0]
             if max_q < 0 or max_k < 0 or max_q > total_q or max_k > total_k:
                 raise ValueError(f"max_seqlen_q {max_q} / max_seqlen_k {max_k} must lie in [0, total tokens "
                                  f"{total_q} / {total_k}]")
+            if check_lengths and not torch.cuda.is_current_stream_capturing():
+                _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, total_q, max_q)
+                _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, total_k, max_k)
         else:
             if k.shape[0] != q.shape[0]:
                 raise ValueError(f"q has batch {q.shape[0]}, k/v {k.shape[0]}")
@@ -114,6 +139,10 @@ class AttentionOp(KernelOp):
         for name, value in (("tokens", total_q), ("tokens", total_k), ("batch", batch)):
             if value >= INT32_LIMIT - 1:
                 raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
+        q_tiles = -(-max_q // BLOCK_M)
+        if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT:
+            raise ValueError(f"batch {batch} and heads {hq} must be <= {GRID_LIMIT} (CUDA grid), with "
+                             f"Q tiles x batch x heads < 2^31")
         if scale is None:
             scale = 1.0 / math.sqrt(D)
         scale = checks.scalar("scale", scale)
@@ -130,7 +159,11 @@ class AttentionOp(KernelOp):
         if return_lse:
             lse_shape = (hq, total_q) if varlen else (batch, hq, max_q)
             lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-        if total_q == 0 or batch == 0:
+        if total_q == 0 or batch == 0 or max_q == 0:
+            if max_q == 0:
+                o.zero_()
+                if lse is not None:
+                    lse.fill_(math.inf)
             return o, lse
         if max_k == 0 or total_k == 0:   # no keys: O = 0 and LSE = +inf, as for any row that sees none
             o.zero_()

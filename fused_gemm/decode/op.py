@@ -1,9 +1,11 @@
 """DecodeOp: one compiled decode-attention kernel, with the one validation path of the decode op.
 q [B, T, Hq, D] (T new tokens per sequence), caches [B, S_max, Hkv, D], int32 cache_seqlens [B].
-Nothing here synchronises: the lengths stay on the GPU, so a graph captured once serves any."""
+The kernel reads the lengths on the GPU, so a graph captured once serves any; only the optional
+eager check of the lengths (check_lengths) synchronises."""
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -44,6 +46,10 @@ class DecodeOp(KernelOp):
         self._size = self._dtype.itemsize
         self._sm_count = {}
 
+    def prepare(self, device: int) -> None:
+        super().prepare(device)
+        self._sm_count[device] = torch.cuda.get_device_properties(device).multi_processor_count
+
     def __call__(self, q, k_cache, v_cache, cache_seqlens, *, scale=None, max_seqlen_k=None, return_lse=False,
                  check_lengths=True):
         return self.run(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths)
@@ -54,7 +60,6 @@ class DecodeOp(KernelOp):
         dev = q.get_device()
         if dev not in self._ready:
             self._first_use(q, dev)
-            self._sm_count[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
         squeeze = q.dim() == 3
         q4 = q.unsqueeze(1) if squeeze else q
         if q4.dim() != 4:
@@ -80,15 +85,20 @@ class DecodeOp(KernelOp):
             raise TypeError(f"cache_seqlens must be an int32 [B={B}] tensor")
         if cache_seqlens.get_device() != dev or (B > 1 and cache_seqlens.stride(0) != 1):
             raise ValueError(f"cache_seqlens must be contiguous on cuda:{dev}")
-        if S >= INT32_LIMIT or B > 65535:
-            raise ValueError(f"cache length {S} or batch {B} out of range")
+        row_groups = -(-T * (Hq // Hkv) // 16)
+        if S >= INT32_LIMIT or B > 65535 or Hkv * row_groups > 65535:
+            raise ValueError(f"cache length {S}, batch {B} or kv heads x 16-row groups {Hkv * row_groups} past the "
+                             "kernel's limits (2^31, 65535, 65535)")
         scale = checks.scalar("scale", 1.0 / math.sqrt(D) if scale is None else scale)
         if not scale > 0:
             raise ValueError(f"scale must be positive, got {scale}")
-        hint = S if max_seqlen_k is None else int(max_seqlen_k)
-        if not 0 < hint <= S:
+        try:
+            hint = S if max_seqlen_k is None else operator.index(max_seqlen_k)
+        except TypeError:
+            raise TypeError("max_seqlen_k must be a Python int") from None
+        if S and not 0 < hint <= S:
             raise ValueError(f"max_seqlen_k {max_seqlen_k} must lie in [1, S_max = {S}]")
-        if check_lengths and not torch.cuda.is_current_stream_capturing():
+        if check_lengths and B and not torch.cuda.is_current_stream_capturing():
             lo, hi = torch.aminmax(cache_seqlens)   # a sync: check_lengths=False skips it (graphs never check)
             if int(lo) < 0 or int(hi) > S:
                 raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
@@ -104,7 +114,6 @@ class DecodeOp(KernelOp):
             if lse is not None:
                 lse.fill_(math.inf)
             return (o[:, 0] if squeeze else o), (lse[..., 0] if squeeze and lse is not None else lse)
-        row_groups = -(-T * (Hq // Hkv) // 16)
         splits = pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
         parts = B * Hkv * row_groups * splits * 16
         ws_bytes = parts * (D + 1) * 4 if splits > 1 else 0

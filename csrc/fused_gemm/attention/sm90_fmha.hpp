@@ -13,12 +13,11 @@
 //   * FaTileScheduler: one CTA per (128-row Q tile, head, batch), heaviest tiles first when causal.
 //
 // Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
-// (max_len, D, (T + 1, H)) whose row and "batch" strides are both the token stride, starting
-// max_len rows before the data.  Sequence b (tokens [start, start + len)) is read at batch
-// coordinate start + len and rows offset by max_len - len: row r lands on token start + r, and rows
-// r >= len are past the row extent, so TMA zero-fills them instead of reading the next sequence
-// (CUTLASS example 77 stores its varlen output this way).  Fixed-length batches use the plain
-// (S, D, (B, H)) view with batch coordinate b and no offset.
+// (T, D, (1, H)); sequence b (tokens [start, start + len)) is read with its rows offset by start.
+// A tile's rows past the sequence's end read the next sequence's tokens (TMA zero-fills past T):
+// Q rows there are never stored and K/V rows there are masked (their scores are -inf, so V is
+// weighted by 0).  A descriptor never points before its tensor: the hardware may touch its base.
+// Fixed-length batches use the plain (S, D, (B, H)) view with batch coordinate b and no offset.
 #pragma once
 
 #include <cmath>
@@ -41,8 +40,7 @@ namespace fused_gemm {
 struct FaSeq {
   int len;
   int batch_coord;
-  int row_offset;
-  int start;        // first token (varlen) or 0
+  int row_offset;   // = first token (varlen) or 0
 };
 
 struct FaLengths {
@@ -50,10 +48,9 @@ struct FaLengths {
   int max_len = 0;
 
   CUTLASS_DEVICE FaSeq seq(int b) const {
-    if (cu == nullptr) return {max_len, b, 0, 0};
+    if (cu == nullptr) return {max_len, b, 0};
     int const start = __ldg(cu + b);
-    int const len = __ldg(cu + b + 1) - start;
-    return {len, start + len, max_len - len, start};
+    return {__ldg(cu + b + 1) - start, 0, start};
   }
 };
 
@@ -122,13 +119,15 @@ struct FaMainloop : Base {
     float scale;                        // softmax scale (> 0)
     int num_kv_heads;                   // q head h reads k/v head h / (H / num_kv_heads)
     FaLengths q, k;                     // lengths (cu_seqlens for varlen); max_len is the problem's
-    int q_batch_extent, kv_batch_extent;  // extents of the TMA views' batch modes
+    int q_rows, kv_rows;                // row extents of the TMA views (S, or the packed T)
+    int q_batch_extent, kv_batch_extent;  // extents of the TMA views' batch modes (B, or 1)
   };
 
   struct Params : Base::Params {
     int group;                          // q heads per k/v head
     int num_kv_heads;
     FaLengths q, k;
+    int q_rows, kv_rows;
     int q_batch_extent, kv_batch_extent;
   };
 
@@ -144,8 +143,8 @@ struct FaMainloop : Base {
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const &ps, Arguments const &args, void *workspace) {
     using namespace cute;
-    auto const q_shape = make_shape(args.q_batch_extent, get<1>(ps), get<2>(ps), get<3>(ps), get<4>(ps));
-    auto const kv_shape = make_shape(args.kv_batch_extent, args.num_kv_heads, get<2>(ps), get<3>(ps), get<4>(ps));
+    auto const q_shape = make_shape(args.q_batch_extent, get<1>(ps), args.q_rows, args.kv_rows, get<4>(ps));
+    auto const kv_shape = make_shape(args.kv_batch_extent, args.num_kv_heads, args.q_rows, args.kv_rows, get<4>(ps));
     Params p;
     static_cast<typename Base::Params &>(p) = Base::to_underlying_arguments(q_shape, args.tensors, workspace);
     typename Base::Params const kv = Base::to_underlying_arguments(kv_shape, args.tensors, workspace);
@@ -157,6 +156,8 @@ struct FaMainloop : Base {
     p.num_kv_heads = args.num_kv_heads;
     p.q = args.q;
     p.k = args.k;
+    p.q_rows = args.q_rows;
+    p.kv_rows = args.kv_rows;
     p.q_batch_extent = args.q_batch_extent;
     p.kv_batch_extent = args.kv_batch_extent;
     return p;
@@ -203,7 +204,7 @@ struct FaMainloop : Base {
     int const lane_predicate = cute::elect_one_sync();
     int const b = int(get<2, 0>(blk)), h = int(get<2, 1>(blk));
     FaSeq const seq = params.q.seq(b);
-    auto const shape = make_shape(get<2>(ps), get<4>(ps), make_shape(params.q_batch_extent, get<1>(ps)));
+    auto const shape = make_shape(params.q_rows, get<4>(ps), make_shape(params.q_batch_extent, get<1>(ps)));
     Tensor gQ_all = tiles<0>(params.tma_load_q, shape, seq, TileShapeQK{}, Step<_1, X, _1>{});
     Tensor gQ_seq = gQ_all(_, _, _, _0{}, make_coord(seq.batch_coord, h));          // (rows, D, row tiles)
     // This CTA's row tiles: NumMmaWarpGroups * m + (0, 1, ...), one per consumer warpgroup.
@@ -239,9 +240,9 @@ struct FaMainloop : Base {
     auto const coord = make_coord(seq.batch_coord, kv_head);
 
     // K tiles (BN rows, D); V tiles of its transposed view (D, BN rows).
-    Tensor gK = tiles<0>(params.tma_load_k, make_shape(get<3>(ps), get<4>(ps), heads), seq, TileShapeQK{},
+    Tensor gK = tiles<0>(params.tma_load_k, make_shape(params.kv_rows, get<4>(ps), heads), seq, TileShapeQK{},
                          Step<X, _1, _1>{})(_, _, _, _0{}, coord);
-    Tensor gV = tiles<1>(params.tma_load_v, make_shape(get<4>(ps), get<3>(ps), heads), seq, TileShapePV{},
+    Tensor gV = tiles<1>(params.tma_load_v, make_shape(get<4>(ps), params.kv_rows, heads), seq, TileShapePV{},
                          Step<X, _1, _1>{})(_, _, _0{}, _, coord);
     typename Base::LoadK load_k{params.tma_load_k, pipeline, storage.smem_k};
     typename Base::LoadV load_v{params.tma_load_v, pipeline, storage.smem_v};
@@ -309,7 +310,7 @@ struct FaEpilogue {
 
     auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x % cutlass::NumThreadsPerWarpGroup);
     Tensor coords = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));   // (row, col) like acc
-    Element *o = p.o + (varlen ? seq.start * p.o_row : b * p.o_batch) + h * p.o_head;
+    Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head;
     cutlass::NumericArrayConverter<Element, float, 2> convert;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {       // values i, i + 1 are columns c, c + 1 of one row
@@ -325,7 +326,7 @@ struct FaEpilogue {
     if (p.lse != nullptr) {
       Tensor coords_mn = make_tensor(coords.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma, coords.layout()));
       if (get<1>(coords_mn(0, 0)) == 0) {
-        float *out = p.lse + h * p.lse_head + (varlen ? seq.start : b * p.lse_batch);
+        float *out = p.lse + h * p.lse_head + (varlen ? seq.row_offset : b * p.lse_batch);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size<0>(coords_mn); ++i) {
           int const row = row0 + int(get<0>(coords_mn(i, 0)));
@@ -380,20 +381,18 @@ struct FaAdapter {
 };
 
 // The kernel's arguments from a problem in flash-attn's terms (strides in elements, < 2^31: Python
-// checks).  Varlen tensors get the shifted TMA views described at the top of this file.
+// checks).  Varlen tensors get the packed TMA views described at the top of this file.
 template <class Kernel, class Element, class Problem>
 typename Kernel::Arguments fa_arguments(Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
   using namespace cute;
   bool const varlen = p.cu_q != nullptr;
-  auto view = [&](void const *ptr, int64_t row, int64_t batch, int64_t head, int max_len) {
-    Element const *base = static_cast<Element const *>(ptr);
-    if (varlen) base -= static_cast<int64_t>(max_len) * row;
+  auto view = [&](void const *ptr, int64_t row, int64_t batch, int64_t head) {
     auto stride = make_stride(int(row), _1{}, make_stride(int(varlen ? row : batch), int(head)));
-    return make_tuple(base, stride);
+    return make_tuple(static_cast<Element const *>(ptr), stride);
   };
-  auto [q, dq] = view(p.q, p.q_row, p.q_batch, p.q_head, p.max_q);
-  auto [k, dk] = view(p.k, p.k_row, p.k_batch, p.k_head, p.max_k);
-  auto [v, dv] = view(p.v, p.v_row, p.v_batch, p.v_head, p.max_k);
+  auto [q, dq] = view(p.q, p.q_row, p.q_batch, p.q_head);
+  auto [k, dk] = view(p.k, p.k_row, p.k_batch, p.k_head);
+  auto [v, dv] = view(p.v, p.v_row, p.v_batch, p.v_head);
   FaLengths const lengths_q{static_cast<int const *>(p.cu_q), p.max_q};
   FaLengths const lengths_k{static_cast<int const *>(p.cu_k), p.max_k};
   typename Kernel::Arguments args{
@@ -403,8 +402,10 @@ typename Kernel::Arguments fa_arguments(Problem const &p, cutlass::KernelHardwar
        p.num_kv_heads,
        lengths_q,
        lengths_k,
-       varlen ? p.total_q + 1 : p.batch,
-       varlen ? p.total_k + 1 : p.batch},
+       varlen ? p.total_q : p.max_q,
+       varlen ? p.total_k : p.max_k,
+       varlen ? 1 : p.batch,
+       varlen ? 1 : p.batch},
       {static_cast<Element *>(p.o), p.o_row, p.o_batch, p.o_head, static_cast<float *>(p.lse), p.lse_batch,
        p.lse_head, lengths_q},
       hw_info};
