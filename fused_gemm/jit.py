@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional, Union
 import torch
 
 from .errors import KernelNotReadyError
-from .generator import build, build_command, build_many, family_of, preset, spec_from_uri
+from .generator import SpecError, build, build_command, build_many, family_of, preset, spec_from_uri
 from .generator.cache import cache_root, find_built
 from .generator.registry import FAMILIES
 from .library import KernelLibrary
@@ -97,3 +97,33 @@ def warmup(*items: Item, device: Optional[Union[int, torch.device]] = None, jobs
         for op in ops:
             op.prepare(index)
     return ops
+
+
+class Selection:
+    """An op's memo of kernel choices: key -> whatever ``choose`` returns for it (an op, or an op and
+    its launch options), made once per key.  A miss first checks what every choice needs of the
+    call's leading tensor (a CUDA device, a 16-bit dtype) and turns a refused spec into a ValueError."""
+
+    def __init__(self, op_name: str):
+        self.op_name = op_name
+        self._memo: Dict[object, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, name: str, t: torch.Tensor, choose):
+        hit = self._memo.get(key)
+        if hit is None:
+            if t.get_device() < 0:
+                raise ValueError(f"{name} is on {t.device}; fused-gemm kernels run on CUDA devices")
+            if t.dtype not in (torch.bfloat16, torch.float16):
+                raise TypeError(f"{name} has dtype {t.dtype}; {self.op_name} takes bfloat16 or float16")
+            try:
+                hit = choose()
+            except SpecError as exc:
+                raise ValueError(str(exc)) from None
+            with self._lock:
+                self._memo[key] = hit
+        return hit
+
+    def clear(self) -> None:
+        with self._lock:
+            self._memo.clear()

@@ -7,39 +7,24 @@ its op.
 """
 from __future__ import annotations
 
-import threading
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import torch
 
 from .. import jit
-from ..generator import SpecError
 from ..generator.attention.heuristics import pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import AttentionOp
 
 Tensor = torch.Tensor
-_selection: Dict[Tuple, AttentionOp] = {}
-_selection_lock = threading.Lock()
+_selection = jit.Selection("attention")
 
 
 def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
-    key = (q.dtype, q.shape[-1], bool(causal), row_index(q.shape[-1], bool(causal), seqlen_q))
-    op = _selection.get(key)
-    if op is None:
-        if q.get_device() < 0:
-            raise ValueError(f"q is on {q.device}; fused-gemm kernels run on CUDA devices")
-        if q.dtype not in (torch.bfloat16, torch.float16):
-            raise TypeError(f"q has dtype {q.dtype}; attention takes bfloat16 or float16")
-        try:
-            spec = pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q)
-        except SpecError as exc:
-            raise ValueError(str(exc)) from None
-        op = jit.compile(spec)
-        with _selection_lock:
-            _selection[key] = op
-    return op
+    row = row_index(q.shape[-1], bool(causal), seqlen_q)
+    return _selection.get((q.dtype, q.shape[-1], bool(causal), row), "q", q,
+                          lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q)))
 
 
 def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,

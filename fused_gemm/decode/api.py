@@ -5,39 +5,22 @@
 """
 from __future__ import annotations
 
-import threading
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import torch
 
 from .. import jit
-from ..generator import SpecError
 from ..generator.decode.heuristics import pick
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import DecodeOp
 
 Tensor = torch.Tensor
-_selection: Dict[Tuple, DecodeOp] = {}
-_selection_lock = threading.Lock()
+_selection = jit.Selection("decode_attention")
 
 
 def select(q: Tensor) -> DecodeOp:
-    key = (q.dtype, q.shape[-1])
-    op = _selection.get(key)
-    if op is None:
-        if q.get_device() < 0:
-            raise ValueError(f"q is on {q.device}; fused-gemm kernels run on CUDA devices")
-        if q.dtype not in (torch.bfloat16, torch.float16):
-            raise TypeError(f"q has dtype {q.dtype}; decode_attention takes bfloat16 or float16")
-        try:
-            spec = pick(DTYPE_NAMES[q.dtype], q.shape[-1])
-        except SpecError as exc:
-            raise ValueError(str(exc)) from None
-        op = jit.compile(spec)
-        with _selection_lock:
-            _selection[key] = op
-    return op
+    return _selection.get((q.dtype, q.shape[-1]), "q", q, lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1])))
 
 
 def _decode(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths=False):

@@ -6,14 +6,13 @@
 """
 from __future__ import annotations
 
-import threading
 import warnings
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from .. import checks, jit
-from ..generator import LaunchOptions, SpecError
+from ..generator import LaunchOptions
 from ..generator.gemm import heuristics
 from ..generator.rope import RopeSpec
 from ..kernel_op import DTYPE_NAMES
@@ -21,28 +20,17 @@ from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import PackedQKV, RopeOp, pack_qkv_rope
 
 Tensor = torch.Tensor
-_selection: Dict[Tuple, Tuple[RopeOp, LaunchOptions]] = {}
-_selection_lock = threading.Lock()
+_selection = jit.Selection("qkv_rope")
 
 
 def select(x, bias, head_dim, rotary_dim, style, m) -> Tuple[RopeOp, LaunchOptions]:
     row = heuristics.row_index("sm90a", m)
-    key = (x.dtype, bias is not None, head_dim, rotary_dim, style, row)
-    hit = _selection.get(key)
-    if hit is None:
-        if x.get_device() < 0:
-            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
-        if x.dtype not in (torch.bfloat16, torch.float16):
-            raise TypeError(f"x has dtype {x.dtype}; qkv_rope takes bfloat16 or float16 activations")
+
+    def choose():
         rule = heuristics.RULES["sm90a"][row]
-        try:
-            spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
-        except SpecError as exc:
-            raise ValueError(str(exc)) from None
-        hit = (jit.compile(spec), rule.launch)
-        with _selection_lock:
-            _selection[key] = hit
-    return hit
+        spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
+        return jit.compile(spec), rule.launch
+    return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, row), "x", x, choose)
 
 
 def _qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,
