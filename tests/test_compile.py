@@ -23,7 +23,8 @@ def ci_builds(tmp_path_factory):
     os.environ["FUSED_GEMM_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
     locate.cache_clear()
     try:
-        yield build_many(preset("compile-ci") + preset("gated-compile-ci"), progress=False)
+        yield build_many(preset("compile-ci") + preset("gated-compile-ci") + preset("attention-compile-ci") +
+                         preset("decode-compile-ci"), progress=False)
     finally:
         if old is None:
             os.environ.pop("FUSED_GEMM_CACHE_DIR", None)
@@ -32,13 +33,19 @@ def ci_builds(tmp_path_factory):
         locate.cache_clear()
 
 
+def _gemm(builds):
+    """The first GEMM-family build (builds finish in any order)."""
+    return next(r for r in builds if r.spec.family == "gemm")
+
+
 def test_representative_kernels_compile_without_perf_bugs(ci_builds):
-    assert len(ci_builds) == 3
+    assert len(ci_builds) == 5
     for r in ci_builds:
         assert not r.cached and r.library.is_file()
         assert r.problems == [], f"{r.spec.uri}: {r.problems}"   # no C7510 / C7508 / spills
         log = r.entry.log.read_text()
         assert "-DNDEBUG" in log and "sm_90a" in log
+        assert ("--use_fast_math" in log) == bool(family_of(r.spec).nvcc_flags)
 
 
 def test_libraries_export_the_c_abi(ci_builds):
@@ -50,14 +57,14 @@ def test_libraries_export_the_c_abi(ci_builds):
         assert lib.fg_abi_version() == problem.version
         assert lib.fg_spec_uri().decode() == r.spec.uri
         assert lib.fg_problem_size() == problem.size
-        assert lib.fg_features() == (1 if r.spec.pdl else 0)
+        assert lib.fg_features() == (1 if getattr(r.spec, "pdl", False) else 0)
         for name in ("fg_prepare", "fg_can_implement", "fg_workspace_size", "fg_run", "fg_last_error"):
             assert hasattr(lib, name)
 
 
 def test_library_loads_through_the_runtime_without_a_gpu(ci_builds):
     from fused_gemm.library import KernelLibrary
-    r = ci_builds[0]
+    r = _gemm(ci_builds)
     lib = KernelLibrary(r.library, family_of(r.spec), r.spec.uri)
     assert lib.supports_pdl
     # A problem on a device ordinal out of range is refused with a message, not a crash.
@@ -70,12 +77,12 @@ def test_no_jit_mode_loads_from_the_cache_without_a_toolchain(ci_builds, monkeyp
     """A serving host with a copied cache and no nvcc at all."""
     import fused_gemm
     from fused_gemm import jit
-    spec = ci_builds[0].spec
+    spec = _gemm(ci_builds).spec
     jit._ops.pop(spec, None)
     monkeypatch.setenv("FUSED_GEMM_NO_JIT", "1")
     monkeypatch.setenv("FUSED_GEMM_NVCC", "/nonexistent/nvcc")   # any toolchain lookup would fail
     op = fused_gemm.compile(spec)
-    assert op.library.path == ci_builds[0].library
+    assert op.library.path == _gemm(ci_builds).library
 
 
 def test_failed_build_names_source_and_log(tmp_cache, monkeypatch):

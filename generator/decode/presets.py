@@ -9,4 +9,5 @@ from .spec import DecodeSpec
 PRESETS: Dict[str, Callable[[], List[DecodeSpec]]] = {
     "decode-tests": lambda: [pick(d, hd) for d in ("bf16", "fp16") for hd in (64, 128)] + [pick("bf16", 256)],
     "decode-bench": lambda: [pick("bf16", 128)],
+    "decode-compile-ci": lambda: [pick("fp16", 128)],
 }
