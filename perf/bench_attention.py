@@ -3,9 +3,8 @@
     python perf/bench_attention.py [--json results.json] [--quick]
 
 B * S = 16k tokens, H = 32, D in {128, 64}, S in {1k, 4k, 16k}, causal and not, bf16 and fp16 (bar:
-TFLOP/s >= 1.0x the best of SDPA's flash, memory-efficient and cuDNN backends).  Plus rows for what
-SDPA's kernels lack or pay for: GQA (Llama-3-8B, 32/8 heads; SDPA with enable_gqa) and a varlen
-packed batch against SDPA on each sequence (padding-free; informational).  q/k/v are [B, S, H, D]
+TFLOP/s >= 1.0x the best of SDPA's flash, memory-efficient and cuDNN backends).  Plus GQA rows
+(Llama-3-8B, 32/8 heads; SDPA with enable_gqa, informational).  q/k/v are [B, S, H, D]
 (flash-attn's layout); SDPA gets the same memory as [B, H, S, D] views.  Back-to-back eager calls,
 interleaved, steady clocks; every row checks our output against float64 on a slice.
 """
