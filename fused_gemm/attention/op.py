@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import checks
-from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..checks import INT32_LIMIT
 from ..generator.attention import PROBLEM, AttentionSpec
 from ..generator.attention.spec import BLOCK_M
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
@@ -28,20 +28,7 @@ PACK_ORDER = ("q", "k", "v", "o", "lse", "q_row", "q_batch", "q_head", "k_row", 
 
 def _strides(name: str, t: Tensor, itemsize: int) -> Tuple[int, ...]:
     """(token, batch, head) strides of a [B, S, H, D] (or packed [T, H, D]) tensor that TMA can read."""
-    # A dim of size 1 may carry any stride (its coordinate is always 0); TMA still wants it 16-byte
-    # aligned: give it the head dim's.
-    stride = tuple(st if size > 1 else t.shape[-1] for st, size in zip(t.stride(), t.shape))
-    if t.shape[-1] > 1 and stride[-1] != 1:
-        raise ValueError(f"{name} must be contiguous in its head dim (strides {stride}); call .contiguous()")
-    for s, size in zip(stride[:-1], t.shape[:-1]):
-        if size > 1 and (s * itemsize) % ALIGN_BYTES:
-            raise ValueError(f"{name} strides {stride} must be multiples of {ALIGN_BYTES // itemsize} elements "
-                             f"({ALIGN_BYTES} bytes, for TMA)")
-        if s >= INT32_LIMIT:
-            raise ValueError(f"{name} stride {s} is too large (the kernel's strides are 32-bit)")
-    if t.data_ptr() % ALIGN_BYTES:
-        raise ValueError(f"{name} data pointer is not {ALIGN_BYTES}-byte aligned; pass a fresh or .contiguous() "
-                         "tensor")
+    stride = checks.head_dim_last(name, t, itemsize, INT32_LIMIT)
     if t.dim() == 4:
         return stride[1], stride[0], stride[2]
     return stride[0], 0, stride[1]

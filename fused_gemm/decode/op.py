@@ -10,7 +10,7 @@ import operator
 import torch
 
 from .. import checks
-from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..checks import INT32_LIMIT
 from ..generator.decode import PROBLEM, DecodeSpec
 from ..generator.decode.heuristics import splits as pick_splits
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
@@ -23,17 +23,6 @@ PACK_ORDER = ("q", "k", "v", "o", "lse", "seqlens", "q_batch", "q_token", "q_hea
               "tokens", "num_heads", "num_kv_heads", "max_len", "splits", "scale", "device", "workspace",
               "workspace_bytes", "stream")
 MAX_TOKENS = 16          # new tokens per sequence (speculative decode); a 16-row tile holds T x (Hq / Hkv)
-
-
-def _strides(name: str, t: Tensor, itemsize: int):
-    """A [B, S, H, D] tensor's (batch, token, head) strides, for 16-byte vector loads."""
-    stride = tuple(st if size > 1 else math.prod(t.shape[i + 1:]) for i, (st, size) in
-                   enumerate(zip(t.stride(), t.shape)))
-    if t.shape[-1] > 1 and stride[-1] != 1:
-        raise ValueError(f"{name} must be contiguous in its head dim (strides {t.stride()})")
-    if any((s * itemsize) % ALIGN_BYTES for s in stride[:-1]) or t.data_ptr() % ALIGN_BYTES:
-        raise ValueError(f"{name}'s strides {t.stride()} and data pointer must be multiples of {ALIGN_BYTES} bytes")
-    return stride[0], stride[1], stride[2]
 
 
 class DecodeOp(KernelOp):
@@ -104,9 +93,9 @@ class DecodeOp(KernelOp):
                 raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
                                  f"0..S_max = {S} (inside a CUDA graph they are clamped instead)")
         checks.refuse_grad("decode_attention", q, k_cache, v_cache)
-        q_strides = _strides("q", q4, self._size)
-        k_strides = _strides("k_cache", k_cache, self._size)
-        v_strides = _strides("v_cache", v_cache, self._size)
+        q_strides = checks.head_dim_last("q", q4, self._size)[:3]                  # (batch, token, head)
+        k_strides = checks.head_dim_last("k_cache", k_cache, self._size)[:3]
+        v_strides = checks.head_dim_last("v_cache", v_cache, self._size)[:3]
         o = self.new_output((B, T, Hq, D), self._dtype, dev)
         lse = torch.empty((B, Hq, T), dtype=torch.float32, device=q.device) if return_lse else None
         if B == 0 or S == 0:
