@@ -13,8 +13,8 @@ from importlib import import_module as _import_module
 from .errors import FusedGemmError, KernelNotReadyError
 
 try:
-    from .generator import (AttentionSpec, BuildError, DecodeSpec, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, RopeSpec,
-                            SpecError, TileConfig, ToolchainError)
+    from .generator import (AttentionSpec, BuildError, DecodeSpec, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, QuantSpec,
+                            RopeSpec, SpecError, TileConfig, ToolchainError)
 except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
     if _exc.name != f"{__name__}.generator":
         raise
@@ -39,6 +39,10 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "AttentionOp": "fused_gemm.attention.op",
     "decode_attention": "fused_gemm.decode.api",
     "DecodeOp": "fused_gemm.decode.op",
+    "fp8_linear": "fused_gemm.quant.fp8",
+    "quantize_fp8": "fused_gemm.quant.fp8",
+    "quantize_fp8_weight": "fused_gemm.quant.fp8",
+    "QuantOp": "fused_gemm.quant.op",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -58,7 +62,7 @@ def __dir__():
 
 __all__ = [
     "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
-    "KernelNotReadyError", "LaunchOptions", "PackedQKV", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
-    "ToolchainError", "attention", "compile", "decode_attention", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
-    "rope_cos_sin_cache", "unpack_gate_up", "warmup",
+    "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
+    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "quantize_fp8", "quantize_fp8_weight", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

@@ -78,6 +78,16 @@ def vector(name: str, t, length: int, dtype: torch.dtype, dev: int) -> int:
     return ptr
 
 
+def device_scalar(name: str, t, dev: int) -> int:
+    """One fp32 on CUDA device ``dev`` that a kernel reads on the GPU (a per-tensor scale: reading
+    it on the host would synchronise), shape () or (1,): returns its data pointer."""
+    tensor(name, t, torch.float32, dev)
+    if t.dim() > 1 or t.numel() != 1:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}; this kernel takes one value (a per-tensor scale), "
+                         "shape () or (1,)")
+    return t.data_ptr()
+
+
 def scalar(name: str, value) -> float:
     """A finite real number (a tensor is refused: reading it would synchronise)."""
     if type(value) is not float:

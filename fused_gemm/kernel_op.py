@@ -13,7 +13,7 @@ from .errors import FusedGemmError
 from .generator import DEFAULT_LAUNCH, LaunchOptions
 from .library import STATUS_NAMES, KernelLibrary
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 ARCH_CAPABILITY = {"sm90a": (9, 0)}
 # Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.

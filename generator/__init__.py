@@ -10,12 +10,13 @@ from .family import KernelFamily
 from .gated import GatedSpec
 from .rope import RopeSpec
 from .gemm import DEFAULT_LAUNCH, Epilogue, GemmSpec, LaunchOptions, TileConfig
+from .quant import QuantSpec
 from .registry import FAMILIES, family_of, preset, spec_from_uri
 from .render import render
 from .toolchain import Toolchain
 
 __all__ = [
     "AttentionSpec", "BuildError", "DecodeSpec", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
-    "KernelFamily", "LaunchOptions", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
+    "KernelFamily", "LaunchOptions", "QuantSpec", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
     "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

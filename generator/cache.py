@@ -102,7 +102,10 @@ class CacheEntry:
 def entry_for(spec, source: str, toolchain: Toolchain) -> CacheEntry:
     from .registry import family_of
     family = family_of(spec)
-    key = cache_key(source, spec.arch, toolchain, family.csrc_folders, family.nvcc_flags)
+    # A spec may include shared headers beyond its family's (an EVT node only some kernels use):
+    # they enter its key alone, so editing them leaves the family's other kernels valid.
+    folders = family.csrc_folders + tuple(f"fused_gemm/{name}" for name in getattr(spec, "csrc_includes", ()))
+    key = cache_key(source, spec.arch, toolchain, folders, family.nvcc_flags)
     tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
     return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)
 

@@ -9,9 +9,10 @@ from .errors import SpecError
 from .family import KernelFamily
 from .gated import FAMILY as GATED
 from .gemm import FAMILY as GEMM
+from .quant import FAMILY as QUANT
 from .rope import FAMILY as ROPE
 
-FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE, ATTENTION, DECODE)}
+FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE, ATTENTION, DECODE, QUANT)}
 
 
 def family_of(spec) -> KernelFamily:

@@ -48,7 +48,8 @@ def test_uri_names_every_parameter():
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"a_dtype": "fp32"}, "no mainloop"),
     ({"a_dtype": "bf16", "b_dtype": "s4"}, "no mainloop"),
-    ({"a_dtype": "e4m3"}, "no mainloop"),
+    ({"a_dtype": "e4m3", "b_dtype": "bf16"}, "no mainloop"),
+    ({"a_dtype": "e5m2"}, "no mainloop"),
     ({"a_dtype": "int8"}, "unknown dtype"),
     ({"out_dtype": "fp64"}, "unknown dtype"),
     ({"b_layout": "mn"}, "b_layout"),

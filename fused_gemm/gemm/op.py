@@ -25,6 +25,8 @@ PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bi
               "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
               "reserved", "workspace", "workspace_bytes", "stream")
 
+# The epilogue steps each scale argument serves: a vector, or one value on the GPU (per-tensor).
+_SCALE_STEPS = {"row_scale": ("row_scale", "a_scale"), "col_scale": ("col_scale", "b_scale")}
 _grad_enabled = torch.is_grad_enabled
 _INF = float("inf")
 Tensor = torch.Tensor
@@ -37,6 +39,8 @@ class GemmOp(KernelOp):
 
     x: [..., K] activations; weight: [N, K] (spec.b_layout 'nk', nn.Linear) or [K, N] ('kn');
     bias/col_scale: [N]; row_scale: [M] (M = x.numel() // K); residual: [..., N] (may be ``out``).
+    With a_scale / b_scale in the epilogue, row_scale / col_scale is one fp32 (shape () or (1,)) that
+    the kernel reads on the GPU.  fp8 (e4m3) specs take float8_e4m3fn x and weight.
     """
 
     def __init__(self, spec: GemmSpec, library: KernelLibrary):
@@ -48,8 +52,10 @@ class GemmOp(KernelOp):
         self._out_dtype = TORCH_DTYPES[spec.out_dtype]
         self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
-        self._absent = (not ep.bias, not ep.residual, not ep.row_scale, not ep.col_scale)
-        self._more_inputs = ep.residual or ep.row_scale or ep.col_scale
+        self._a_scale, self._b_scale = ep.a_scale, ep.b_scale
+        self._absent = (not ep.bias, not ep.residual, not (ep.row_scale or ep.a_scale),
+                        not (ep.col_scale or ep.b_scale))
+        self._more_inputs = ep.residual or ep.row_scale or ep.col_scale or ep.a_scale or ep.b_scale
         self._nk = spec.b_layout == "nk"
         self._in_size = self._dtype.itemsize
         self._w_size = self._w_dtype.itemsize
@@ -62,7 +68,7 @@ class GemmOp(KernelOp):
     def _check_presence(self, **given) -> None:
         ep = self.spec.epilogue
         for name, value in given.items():
-            uses = getattr(ep, name)
+            uses = any(getattr(ep, step) for step in _SCALE_STEPS.get(name, (name,)))
             if uses and value is None:
                 raise ValueError(f"{name} is required: this kernel's epilogue is {ep.name!r}")
             if not uses and value is not None:
@@ -160,9 +166,11 @@ class GemmOp(KernelOp):
             checks.tensor("residual", residual, self._res_dtype, dev)
             checks.shape("residual", residual, out_shape)
         if row_scale is not None:
-            row_ptr = checks.vector("row_scale", row_scale, M, torch.float32, dev)
+            row_ptr = (checks.device_scalar("row_scale", row_scale, dev) if self._a_scale else
+                       checks.vector("row_scale", row_scale, M, torch.float32, dev))
         if col_scale is not None:
-            col_ptr = checks.vector("col_scale", col_scale, N, torch.float32, dev)
+            col_ptr = (checks.device_scalar("col_scale", col_scale, dev) if self._b_scale else
+                       checks.vector("col_scale", col_scale, N, torch.float32, dev))
         if M == 0 or N == 0:
             return out
         if K == 0:   # F.linear's convention: an empty sum is zero, then the epilogue
@@ -229,9 +237,9 @@ class GemmOp(KernelOp):
         if bias_ptr:
             spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_size))
         if row_ptr:
-            spans.append(("row_scale", row_ptr, row_ptr + M * 4))
+            spans.append(("row_scale", row_ptr, row_ptr + (1 if self._a_scale else M) * 4))
         if col_ptr:
-            spans.append(("col_scale", col_ptr, col_ptr + N * 4))
+            spans.append(("col_scale", col_ptr, col_ptr + (1 if self._b_scale else N) * 4))
         if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_size != self._out_size):   # out=residual: in place
             spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_size))
         checks.refuse_overlap(spans, out_span)

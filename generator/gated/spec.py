@@ -13,9 +13,11 @@ from typing import Optional
 
 from ..errors import SpecError
 from ..pair import check_pair_config
-from ..gemm.spec import ACTIVATIONS, ARCHES, OPERAND_PAIRS, OUTPUT_DTYPES, TILE_URI, TileConfig, canonical_dtype
+from ..gemm.spec import (ACTIVATIONS, ARCHES, DTYPES as ELEMENTS, OPERAND_PAIRS, OUTPUT_DTYPES, TILE_URI, TileConfig,
+                         canonical_dtype)
 
-DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b)
+# The 16-bit mainloops: the pair epilogue reads 16-bit operands (fp8 is the GEMM family's alone, for now).
+DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b and ELEMENTS[a][1] == 16)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ def _triple(text: str):
 
 
 def add_arguments(g) -> None:
-    g.add_argument("--dtype", default="bf16", help="A (activation) dtype: bf16 or fp16")
+    g.add_argument("--dtype", default="bf16", help="A (activation) dtype: bf16, fp16 or e4m3 (fp8, W8A8)")
     g.add_argument("--b-dtype", help="B (weight) dtype (default: --dtype)")
-    g.add_argument("--out-dtype", help="D dtype: bf16, fp16 or fp32 (default: --dtype)")
+    g.add_argument("--out-dtype", help="D dtype: bf16, fp16 or fp32 (default: --dtype; bf16 for e4m3)")
     g.add_argument("--epilogue", default="none",
                    help=f"e.g. 'bias+gelu_tanh', 'bias+silu+residual'; activations: {', '.join(ACTIVATIONS)}")
     g.add_argument("--b-layout", default="nk", choices=("nk", "kn"), help="weight [N,K] (nn.Linear) or [K,N]")
@@ -29,9 +29,10 @@ def add_arguments(g) -> None:
     g.add_argument("--scheduler", default="persistent", choices=tuple(TILE_SCHEDULERS))
     g.add_argument("--swap-ab", action="store_true")
     g.add_argument("--no-pdl", action="store_true", help="build without grid-dependency control")
+    g.add_argument("--fast-accum", action="store_true", help="e4m3: FP8FastAccum schedules (no fp32 promotion)")
 
 
 def spec_from_args(args) -> GemmSpec:
     cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, args.swap_ab)
     return GemmSpec(args.dtype, args.b_dtype, out_dtype=args.out_dtype, b_layout=args.b_layout,
-                    epilogue=args.epilogue, config=cfg, pdl=not args.no_pdl)
+                    epilogue=args.epilogue, config=cfg, pdl=not args.no_pdl, fast_accum=args.fast_accum)

@@ -1,8 +1,9 @@
 """Turns an ``Epilogue`` recipe into an epilogue visitor tree (EVT) that the templates render.
 
-The tree is data: leaves fetch the accumulator, the source C, a runtime scalar or a broadcast
-vector; inner nodes apply a compute functor to their children.  ``templates/evt.j2`` renders the
-same tree twice, once as the CUTLASS type and once as its (matching) nested argument list.
+The tree is data: leaves fetch the accumulator, the source C, a runtime scalar (times scalars
+read on the GPU: per-tensor scales) or a broadcast vector; inner nodes apply a compute functor to
+their children.  ``templates/evt.j2`` renders the same tree twice, once as the CUTLASS type and
+once as its (matching) nested argument list.
 """
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ ACTIVATION_FUNCTORS = {
 
 @dataclass(frozen=True)
 class Node:
-    kind: str                       # acc | src | scalar | row_vec | col_vec | compute
+    kind: str                       # acc | src | scalar | device_scalar | row_vec | col_vec | compute
     children: Tuple["Node", ...] = ()
     fn: Optional[str] = None        # compute: CUTLASS functor template
     element: Optional[str] = None   # compute: output element; vectors: input element
     operand: Optional[str] = None   # scalar / vector: the Problem field it reads
+    pointers: Tuple[str, ...] = ()  # device_scalar: Problem fields pointing at one fp32 each, multiplied in
 
 
 def _compute(fn: str, *children: Node, element: str = "float") -> Node:
@@ -39,6 +41,8 @@ def build_tree(spec: GemmSpec) -> Node:
 
     Vectors are named by the caller's axes; under swap-AB the caller's N is the kernel's M, so a
     per-column (n) vector becomes a column broadcast (one value per kernel row) and vice versa.
+    Per-tensor scales (a_scale, b_scale) join alpha in one scalar node, which reads them from the
+    row_scale / col_scale pointers on the GPU: they cost the epilogue nothing beyond alpha's multiply.
     """
     ep = spec.epilogue
     swap = spec.config.swap_ab
@@ -51,7 +55,8 @@ def build_tree(spec: GemmSpec) -> Node:
         x = _compute("cutlass::multiplies", Node(m_vec, element=fp32, operand="row_scale"), x)
     if ep.col_scale:
         x = _compute("cutlass::multiplies", Node(n_vec, element=fp32, operand="col_scale"), x)
-    alpha = Node("scalar", operand="alpha")
+    pointers = tuple(field for field, on in (("row_scale", ep.a_scale), ("col_scale", ep.b_scale)) if on)
+    alpha = Node("device_scalar", operand="alpha", pointers=pointers) if pointers else Node("scalar", operand="alpha")
     if ep.bias:
         bias = Node(n_vec, element=DTYPES[spec.bias_dtype][0], operand="bias")
         x = _compute("cutlass::homogeneous_multiply_add", alpha, x, bias)

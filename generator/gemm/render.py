@@ -18,6 +18,12 @@ KERNEL_SCHEDULES = {
     "auto": ("cutlass::gemm::collective::KernelScheduleAuto",
              "cutlass::epilogue::collective::EpilogueScheduleAuto"),
 }
+# fp8 with fast accumulation: the same schedules' FP8FastAccum variants, which leave the
+# accumulation to wgmma (no promotion into fp32 registers every 4 MMAs: fewer instructions and
+# registers, the precision of cuBLAS's fast-accumulation mode).
+FP8_FAST_ACCUM = "FP8FastAccum"
+# Headers of EVT nodes of our own (csrc/fused_gemm/<folder>), by the folder a spec's csrc_includes names.
+EVT_HEADERS = {"evt": "fused_gemm/evt/sm90_device_scalar.hpp"}
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
     "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
@@ -45,8 +51,12 @@ def formula(spec: GemmSpec) -> str:
     x = "acc"
     if ep.col_scale:
         x = f"col_scale[n] * {x}"
+    if ep.b_scale:
+        x = f"b_scale * {x}"
     if ep.row_scale:
         x = f"row_scale[m] * {x}"
+    if ep.a_scale:
+        x = f"a_scale * {x}"
     x = f"alpha * {x}" + (" + bias[n]" if ep.bias else "")
     if ep.activation != "identity":
         x = f"{ep.activation}({x})"
@@ -62,6 +72,8 @@ def template(spec: GemmSpec) -> str:
 def context(spec: GemmSpec) -> Dict[str, Any]:
     a, b, layout_cd = kernel_operands(spec)
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
+    if spec.fast_accum:
+        kernel_schedule += FP8_FAST_ACCUM
     return dict(
         cfg=spec.config,
         formula=formula(spec),
@@ -74,6 +86,7 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
+        extra_headers=[EVT_HEADERS[folder] for folder in spec.csrc_includes],
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
     )

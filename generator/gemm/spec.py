@@ -30,9 +30,11 @@ _DTYPE_ALIASES = {
     "float8_e4m3fn": "e4m3", "e4m3": "e4m3", "float8_e5m2": "e5m2", "e5m2": "e5m2",
     "int4": "s4", "s4": "s4", "uint4": "u4", "u4": "u4",
 }
-# (A, B) operand pairs with a mainloop today.  The spec keeps A and B apart so that fp8 (e4m3 x e4m3)
-# and int4 weights (bf16 x s4/u4, dequantised in the mainloop) slot in as new pairs, not a rewrite.
-OPERAND_PAIRS = (("bf16", "bf16"), ("fp16", "fp16"))
+# (A, B) operand pairs with a mainloop today.  The spec keeps A and B apart so that fp8 (e4m3 x e4m3,
+# W8A8: CUTLASS's FP8 mainloop) and int4 weights (bf16 x s4/u4, dequantised in the mainloop) slot in as
+# new pairs, not a rewrite.
+OPERAND_PAIRS = (("bf16", "bf16"), ("fp16", "fp16"), ("e4m3", "e4m3"))
+FP8_TILE_K = (64, 128)   # the FP8 mainloop promotes every 4 wgmmas (K=32 each): a k-tile must divide 128
 OUTPUT_DTYPES = ("bf16", "fp16", "fp32")   # C (residual) and D
 ARCHES = ("sm90a",)                        # sm80 and sm100 get their own templates later
 PLANNED_ARCHES = ("sm80", "sm100a")
@@ -40,9 +42,11 @@ B_LAYOUTS = ("nk", "kn")                   # nn.Linear weight [N,K], or [K,N]
 SCHEDULES = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}
 TILE_SCHEDULERS = {"persistent": "persist", "stream_k": "streamk"}
 
-# Order of the pipeline the recipe describes: D = act(alpha*row*col*acc + bias) + beta*C.
+# Order of the pipeline the recipe describes: D = act(alpha*row*col*acc + bias) + beta*C, where
+# row is row_scale[m] or a_scale (one value for all of A) and col is col_scale[n] or b_scale.
 ACTIVATIONS = ("identity", "relu", "gelu", "gelu_tanh", "silu", "sigmoid")
-_STAGES = ("row_scale", "col_scale", "bias", "activation", "residual")
+_STAGES = ("row_scale", "a_scale", "col_scale", "b_scale", "bias", "activation", "residual")
+_SCALES = ("row_scale", "a_scale", "col_scale", "b_scale", "bias")   # the boolean steps before the activation
 
 
 def canonical_dtype(name) -> str:
@@ -58,22 +62,31 @@ class Epilogue:
     """What happens to the fp32 accumulator before it is stored.
 
     D = activation(alpha * row_scale[m] * col_scale[n] * acc + bias[n]) + beta * C[m, n]
-    alpha (and beta, with a residual) are runtime scalars of every kernel.
+    alpha (and beta, with a residual) are runtime scalars of every kernel.  ``a_scale`` and
+    ``b_scale`` are per-tensor scales (fp8's): one fp32 each that lives on the GPU, read by the
+    kernel (no host sync), given as a one-element row_scale / col_scale argument; each replaces
+    its vector (a tensor has one activation scale, per-tensor or per-token, not both).
     """
     row_scale: bool = False
     col_scale: bool = False
     bias: bool = False
     activation: str = "identity"
     residual: bool = False
+    a_scale: bool = False
+    b_scale: bool = False
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
             raise SpecError(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
+        for vector, scalar in (("row_scale", "a_scale"), ("col_scale", "b_scale")):
+            if getattr(self, vector) and getattr(self, scalar):
+                raise SpecError(f"epilogue has both {vector} and {scalar}: they take the same argument "
+                                f"({vector}), a vector or one value; fold the per-tensor scale into the vector")
 
     @property
     def name(self) -> str:
         """Readable, parseable form, e.g. 'bias+gelu_tanh+residual'; 'none' for a plain GEMM."""
-        parts = [s for s in ("row_scale", "col_scale", "bias") if getattr(self, s)]
+        parts = [s for s in _SCALES if getattr(self, s)]
         if self.activation != "identity":
             parts.append(self.activation)
         if self.residual:
@@ -98,7 +111,7 @@ class Epilogue:
             if stage in kw or pos < last:
                 raise SpecError(
                     f"epilogue {text!r}: step {token!r} repeated or out of order; the order is "
-                    "row_scale+col_scale+bias+<activation>+residual")
+                    "row_scale|a_scale+col_scale|b_scale+bias+<activation>+residual")
             kw[stage] = token if stage == "activation" else True
             last = pos
         return cls(**kw)
@@ -162,6 +175,17 @@ class TileConfig:
                    {v: k for k, v in TILE_SCHEDULERS.items()}[g["scheduler"]], swap_ab=bool(g["swap"]),
                    epilogue_tile=_triple(etile) if etile else None)
 
+    @classmethod
+    def from_name(cls, name: str) -> "TileConfig":
+        """Inverse of ``name`` (what tuned tables store)."""
+        m = _CONFIG_NAME.match(name)
+        if not m:
+            raise SpecError(f"{name!r} is not a tile config name (like {cls().name!r})")
+        config = cls.from_uri_groups(m.groupdict())
+        if config.name != name:
+            raise SpecError(f"{name!r} is not in canonical form (it reads as {config.name!r})")
+        return config
+
     @property
     def name(self) -> str:
         t = "x".join(map(str, self.tile))
@@ -178,6 +202,10 @@ class GemmSpec:
     A is row-major activations [M,K]; B is an nn.Linear weight [N,K] ('nk') or [K,N] ('kn');
     C (residual) and D are row-major [M,N].  ``pdl`` compiles in grid-dependency control, which
     a launch with programmatic dependent launch needs (a library without it refuses such launches).
+    fp8 (e4m3 x e4m3): both operands K-major (b_layout 'nk'), output bf16 by default; ``fast_accum``
+    picks CUTLASS's FP8FastAccum schedules (wgmma's own reduced-precision accumulation, never promoted
+    to fp32: faster, less accurate at large K) over the default that adds the accumulators into fp32
+    every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default).
     """
     family = "gemm"                          # class attribute: the registry entry this spec belongs to
 
@@ -191,16 +219,17 @@ class GemmSpec:
     config: TileConfig = field(default_factory=TileConfig)
     pdl: bool = True
     arch: str = "sm90a"
+    fast_accum: bool = False                 # fp8 only: see above
 
     def __post_init__(self):
         a = canonical_dtype(self.a_dtype)
         b = canonical_dtype(self.b_dtype or a)
-        out = canonical_dtype(self.out_dtype or a)
+        wide_a = DTYPES[a][1] == 16
+        out = canonical_dtype(self.out_dtype or (a if wide_a else "bf16"))   # 8-bit A: a 16-bit result
         object.__setattr__(self, "a_dtype", a)
         object.__setattr__(self, "b_dtype", b)
         object.__setattr__(self, "out_dtype", out)
         object.__setattr__(self, "residual_dtype", canonical_dtype(self.residual_dtype or out))
-        wide_a = DTYPES[a][1] == 16
         object.__setattr__(self, "bias_dtype", canonical_dtype(self.bias_dtype or (a if wide_a else out)))
         if isinstance(self.epilogue, str):
             object.__setattr__(self, "epilogue", Epilogue.parse(self.epilogue))
@@ -214,6 +243,24 @@ class GemmSpec:
                 raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
         if self.b_layout not in B_LAYOUTS:
             raise SpecError(f"b_layout {self.b_layout!r} is not one of {B_LAYOUTS}")
+        if a == "e4m3":
+            if self.b_layout != "nk":
+                raise SpecError("fp8 (e4m3) GEMMs need a K-major weight, b_layout 'nk' ([N, K], nn.Linear's): "
+                                "wgmma reads 8-bit operands only K-major; transpose the weight once at load")
+            if self.config.tile[2] not in FP8_TILE_K:
+                raise SpecError(f"fp8 tile K {self.config.tile[2]} must be one of {FP8_TILE_K} (128 = one "
+                                "128-byte swizzle row; the FP8 mainloop promotes every 128 of K)")
+            if self.fast_accum and self.config.schedule == "auto":
+                raise SpecError("fast_accum names an FP8FastAccum kernel schedule: pick cooperative, pingpong "
+                                "or warpspecialized, not auto")
+        elif self.fast_accum:
+            raise SpecError(f"fast_accum is an fp8 mainloop option; A={a} has none")
+
+    @property
+    def csrc_includes(self) -> Tuple[str, ...]:
+        """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
+        the EVT node that reads per-tensor scales on the GPU."""
+        return ("evt",) if self.epilogue.a_scale or self.epilogue.b_scale else ()
 
     @property
     def uri(self) -> str:
@@ -225,7 +272,8 @@ class GemmSpec:
             dts += f"_bias-{self.bias_dtype}"
         ep = self.epilogue.name.replace("+", "-")
         pdl = "" if self.pdl else "_nopdl"
-        return f"gemm_{self.arch}_{dts}_w-{self.b_layout}_{self.config.name}{pdl}_ep-{ep}"
+        fast = "_fastacc" if self.fast_accum else ""
+        return f"gemm_{self.arch}_{dts}_w-{self.b_layout}_{self.config.name}{pdl}{fast}_ep-{ep}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "GemmSpec":
@@ -235,7 +283,7 @@ class GemmSpec:
         g = m.groupdict()
         config = TileConfig.from_uri_groups(g)
         spec = cls(g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
-                   config, pdl=not g["nopdl"], arch=g["arch"])
+                   config, pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"]))
         if spec.uri != uri:
             raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
         return spec
@@ -248,7 +296,8 @@ _DT = r"[a-z0-9]+"
 # TileConfig.name's tile, cluster, schedule and scheduler, as URI regex groups (every family's URI has them)
 TILE_URI = (rf"_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
             rf"_(?P<schedule>{'|'.join(SCHEDULES.values())})_(?P<scheduler>{'|'.join(TILE_SCHEDULERS.values())})")
+_CONFIG_NAME = re.compile(TILE_URI[1:] + r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?$")
 _URI = re.compile(
     rf"^gemm_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_b-(?P<b>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
     rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn){TILE_URI}"
-    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
+    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?(?P<nopdl>_nopdl)?(?P<fastacc>_fastacc)?_ep-(?P<ep>[a-z_-]+)$")

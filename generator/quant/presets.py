@@ -1,0 +1,36 @@
+"""Named lists of quant specs and of the W8A8 fp8 kernel sets (`fused-gemm build --preset ...`):
+'fp8-gpu-tests' is what tests/test_fp8.py runs (fp8 GEMMs and quantisers), 'fp8-bench' what
+perf/bench_fp8.py runs."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ..gemm.presets import fp8_linear_specs
+from .spec import QuantSpec
+
+# (epilogue, output dtype): both scale granularities, mixed ones, bias, activations, residual.
+FP8_TEST_EPILOGUES = [
+    ("row_scale+col_scale", "bf16"),
+    ("a_scale+b_scale", "bf16"),
+    ("row_scale+col_scale+bias+silu", "fp16"),
+    ("a_scale+col_scale+bias+gelu_tanh+residual", "bf16"),
+    ("row_scale+b_scale+bias+relu", "bf16"),
+]
+
+
+def _fp8_gpu_tests() -> list:
+    specs = [QuantSpec("bf16"), QuantSpec("fp16")]
+    for epilogue, out in FP8_TEST_EPILOGUES:
+        specs += fp8_linear_specs(epilogue, out)
+    specs += fp8_linear_specs("row_scale+col_scale", fast_accum=True)
+    specs += fp8_linear_specs("row_scale+col_scale", "fp32")
+    return specs
+
+
+PRESETS: Dict[str, Callable[[], List]] = {
+    "quant-tests": lambda: [QuantSpec("bf16"), QuantSpec("fp16")],
+    "quant-compile-ci": lambda: [QuantSpec("bf16")],
+    "fp8-gpu-tests": _fp8_gpu_tests,
+    "fp8-bench": lambda: ([QuantSpec("bf16")] + fp8_linear_specs("row_scale+col_scale") +
+                          fp8_linear_specs("row_scale+col_scale", fast_accum=True)),
+}
