@@ -108,7 +108,8 @@ def cmd_demo(args) -> int:
     return run_demo(m=args.m, n=args.n, k=args.k)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(extend=None) -> argparse.ArgumentParser:
+    """``extend(subparsers)`` adds commands from a layer above (the runtime's sweep/tune/plot)."""
     ap = argparse.ArgumentParser(prog="fused-gemm", description="CUTLASS GEMMs with fused epilogues")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("codegen", help="write the .cu source of a spec or preset, and the ABI header")
@@ -131,11 +132,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=14336)
     p.add_argument("--k", type=int, default=4096)
     p.set_defaults(func=cmd_demo)
+    if extend is not None:
+        extend(sub)
     return ap
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def main(argv=None, extend=None) -> int:
+    args = parser(extend).parse_args(argv)
     try:
         return args.func(args)
     except BuildError as exc:

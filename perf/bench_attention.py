@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fused_gemm
-from timing import paired_ratios, time_samples, warm_gpu  # perf/, the script's folder
+from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
 TOKENS, HEADS = 16384, 32
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,

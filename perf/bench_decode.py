@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import fused_gemm
-from timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu  # perf/, the script's folder
+from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
 
 HQ, HKV, D = 32, 8, 128
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import fused_gemm
-from timing import compare, copy_bandwidth, rotation_count, warm_gpu  # perf/, the script's folder
+from fused_gemm.bench.timing import compare, copy_bandwidth, rotation_count, warm_gpu
 
 K, I = 4096, 14336
 M_VALUES = (1, 16, 128, 512, 1024, 2048, 4096, 16384)

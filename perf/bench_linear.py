@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 import fused_gemm  # noqa: E402
 from fused_gemm.gemm.linear import select  # noqa: E402
-from timing import compare, paired_ratios, rotation_count, time_samples, warm_gpu  # noqa: E402  (perf/, the script's folder)
+from fused_gemm.bench.timing import compare, paired_ratios, rotation_count, time_samples, warm_gpu
 
 PREFILL = [(4096, 4096, 4096), (4096, 14336, 4096)]
 DECODE = [(m, n, 4096) for m in (1, 16) for n in (4096, 14336)]
@@ -101,7 +101,7 @@ def host_overhead_row():
     w = torch.randn(256, 256, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(256, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(1, 256, dtype=torch.bfloat16, device="cuda")
-    op, launch = select(x, b, "gelu_tanh", None, None, None, out.dtype, 1)
+    op, launch = select(x, b, "gelu_tanh", None, None, None, out.dtype, 1, 256, 256)
 
     def host_us(fn, n=2000):
         for _ in range(100):

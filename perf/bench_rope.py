@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
-from timing import paired_ratios, rotation_count, time_samples, warm_gpu  # perf/, the script's folder
+from fused_gemm.bench.timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
 K, HQ, HKV, D = 4096, 32, 8, 128
 N = (HQ + 2 * HKV) * D

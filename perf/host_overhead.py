@@ -51,7 +51,7 @@ def rows():
     w = torch.randn(d, d, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(d, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(1, d, dtype=torch.bfloat16, device="cuda")
-    op, launch = select(x, b, "gelu_tanh", None, None, None, torch.bfloat16, 1)
+    op, launch = select(x, b, "gelu_tanh", None, None, None, torch.bfloat16, 1, *w.shape)
     lib = op.library
     fields = (1, d, d, x.data_ptr(), d, w.data_ptr(), d, 0, d, out.data_ptr(), d, b.data_ptr(), 0, 0,
               1.0, 1.0, *launch.abi, 0, 0, 0, 0, raw_stream(0))

@@ -17,8 +17,8 @@ import torch
 
 import fused_gemm
 from fused_gemm.generator import AttentionSpec, build_many
-from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa   # perf/, the script's folder
-from timing import paired_ratios, time_samples, warm_gpu
+from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa 
+from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
 CANDIDATES = {128: [(128, False), (128, True), (64, False)],
               64: [(64, False), (64, True), (128, False), (128, True)]}

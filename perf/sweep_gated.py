@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         return 0
     import torch
     import fused_gemm
-    from timing import compare, warm_gpu
+    from fused_gemm.bench.timing import compare, warm_gpu
 
     warm_gpu()
     rows = []

@@ -11,7 +11,9 @@ A plain eager call skips the dispatcher and runs the same implementation directl
 """
 from __future__ import annotations
 
+import os
 import threading
+from bisect import bisect_left as _bisect
 from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
@@ -19,7 +21,8 @@ import torch
 
 from .. import checks, jit
 from ..generator import Epilogue, GemmSpec, LaunchOptions, SpecError
-from ..generator.gemm import heuristics
+from ..generator.gemm import heuristics, tuned
+from ..generator.gemm.tuned import M_BUCKETS
 from ..generator.gemm.launch import DECOMPOSITION, RASTER, REDUCTION
 from ..generator.gemm.spec import ACTIVATIONS
 from ..torch_ops import _dispatch_modes, _is_compiling, define
@@ -39,17 +42,15 @@ def _dtype_of(name: str, t) -> Optional[torch.dtype]:
     return t.dtype
 
 
-_MAX_M = tuple(rule.max_m for rule in heuristics.RULES["sm90a"])
-
-
-def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: int) -> Tuple[GemmOp, LaunchOptions]:
-    """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
-    row = 0
-    while m > _MAX_M[row]:   # the table's last row covers every M
-        row += 1
+def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: int, n: int, k: int
+           ) -> Tuple[GemmOp, LaunchOptions]:
+    """The op (and launch options) for this call's dtypes, epilogue, weight shape and M bucket;
+    memoised, so the tuned-table lookup costs a dict hit per call."""
+    bucket = _bisect(M_BUCKETS, m)
     try:
         key = (x.dtype, activation, None if bias is None else bias.dtype,
-               None if residual is None else residual.dtype, row_scale is None, col_scale is None, out_dtype, row)
+               None if residual is None else residual.dtype, row_scale is None, col_scale is None, out_dtype,
+               n, k, bucket)
         hit = _selection.get(key)
     except AttributeError:   # a non-tensor argument: say which
         for name, t in (("bias", bias), ("residual", residual)):
@@ -60,8 +61,23 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
     return hit
 
 
+def tuned_tables_enabled() -> bool:
+    """FUSED_GEMM_TUNED=0 makes linear ignore the shipped per-GPU tables (the heuristic decides)."""
+    return os.environ.get("FUSED_GEMM_TUNED", "1") not in ("0", "")
+
+
+def _rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
+    m = M_BUCKETS[min(bucket, len(M_BUCKETS) - 1)]
+    rule = None
+    if tuned_tables_enabled():
+        rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), dtype, n, k, m)
+    if rule is None:
+        rule = heuristics.pick("sm90a", m if bucket < len(M_BUCKETS) else M_BUCKETS[-1] + 1)
+    return rule
+
+
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
-    dtype, activation, bias_dtype, residual_dtype, no_row_scale, no_col_scale, out_dtype, row = key
+    dtype, activation, bias_dtype, residual_dtype, no_row_scale, no_col_scale, out_dtype, n, k, bucket = key
     if x.get_device() < 0:   # before anything is built for it
         raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
     if dtype is not torch.bfloat16 and dtype is not torch.float16:
@@ -72,8 +88,9 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
     try:
         epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
                             activation=act, residual=residual_dtype is not None)
-        rule = heuristics.RULES["sm90a"][row]
-        spec = GemmSpec(dtype_name("x", dtype), out_dtype=dtype_name("out", out_dtype),
+        a_dtype = dtype_name("x", dtype)
+        rule = _rule(x, a_dtype, n, k, bucket)
+        spec = GemmSpec(a_dtype, out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)
     except SpecError as exc:
@@ -103,7 +120,11 @@ def _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_s
     elif out_dtype is None:
         out_dtype = x.dtype
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
-    op, launch = select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m)
+    try:
+        n, k = weight.shape
+    except (AttributeError, TypeError, ValueError):   # not a 2-D tensor: the op's checks say so
+        n = k = -1
+    op, launch = select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m, n, k)
     return op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, None, out, launch)
 
 
@@ -115,8 +136,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
 
     x: [..., K] bf16/fp16; weight: [N, K] (an nn.Linear weight); bias: [N]; residual: [..., N]
     (may be ``out`` for an in-place residual add); out_dtype (or out.dtype): bf16/fp16/fp32,
-    default x.dtype.  The kernel is chosen by M (= x.numel() // K) from the table in
-    ``fused_gemm.generator.gemm.heuristics``, built on first use and cached on disk.
+    default x.dtype.  The kernel is chosen by the weight's shape and M (= x.numel() // K) from the
+    tuned table of the current GPU (``fused_gemm.generator.gemm.tuned``), or for shapes it lacks
+    from the heuristic table (``...gemm.heuristics``); built on first use and cached on disk.
     """
     if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
         return _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out)

@@ -7,7 +7,7 @@ split-K (its workspace memset and reduction cost more than they bring) and progr
 launch so that the prologue overlaps the previous kernel.  Larger M uses a persistent pingpong
 kernel, 128x128 tiles in 1x2 clusters: while one consumer warpgroup runs its fused epilogue the
 other keeps the tensor cores busy, which the cooperative 128x256 kernel cannot do (it came out 3-6%
-slower with bias+gelu).  Measured on H200 with perf/sweep.py (README.md has numbers).
+slower with bias+gelu).  Measured on H200 with the old perf/sweep.py; `fused-gemm tune` now writes per-GPU tables (tuned.py) that take precedence for the shapes they cover.
 Plain data with no torch, so presets and the CLI read the same table the runtime does.
 """
 from __future__ import annotations
@@ -51,3 +51,22 @@ def row_index(arch: str, m: int) -> int:
 
 def pick(arch: str, m: int) -> Rule:
     return RULES[arch][row_index(arch, m)]
+
+
+# -- fp8 (e4m3 x e4m3, W8A8): its own table, keyed by fast accumulation (GemmSpec.fast_accum) ------
+# The M buckets of SM90_RULES.  Decode as for 16-bit operands (swap-AB, 64-row weight tiles, PDL),
+# with 128-element (128-byte) k-tiles.  Prefill with fp32 promotion (the default) keeps two copies of
+# the accumulators per consumer warpgroup (wgmma's and the fp32 sum), so a warpgroup owns at most
+# 64x128 of the tile: the cooperative 128x128x128 kernel (a pingpong 128x128 warpgroup would need 256
+# accumulator registers per thread and spill).  With fast accumulation, the pingpong 128x128x128
+# kernel in 2x1 clusters (CUTLASS's and vLLM's sm90 fp8 default).  Starting points, not yet swept.
+_FP8_DECODE = (
+    Rule(16, TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
+         LaunchOptions(pdl=True)),
+    Rule(64, TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
+         LaunchOptions(pdl=True)),
+)
+FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
+    False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "cooperative", "persistent")),),
+    True: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),),
+}

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List
 
-from .heuristics import RULES
+from . import tuned, tuning_space
+from .heuristics import FP8_RULES, RULES
 from .spec import Epilogue, GemmSpec, TileConfig
 
 # Every activation once (with bias), plus residual, scales and everything together.
@@ -26,6 +27,15 @@ def linear_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype=None, re
                      epilogue=ep, config=rule.config, arch=arch) for rule in RULES[arch]]
 
 
+def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf16", residual_dtype=None,
+                     bias_dtype=None, fast_accum: bool = False, arch: str = "sm90a") -> List[GemmSpec]:
+    """The kernels ``fused_gemm.fp8_linear`` uses for this epilogue, one per M bucket of FP8_RULES."""
+    ep = Epilogue.parse(epilogue)
+    return [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
+                     epilogue=ep, config=rule.config, fast_accum=fast_accum, arch=arch)
+            for rule in FP8_RULES[fast_accum]]
+
+
 def _gpu_tests() -> Iterable[GemmSpec]:
     for dtype in ("bf16", "fp16"):
         for ep in TEST_EPILOGUES:
@@ -39,11 +49,29 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
 
 
+def _tuned(gpu: str, epilogue: str = "bias+gelu_tanh") -> List[GemmSpec]:
+    """The kernels a GPU's tuned table uses, with one epilogue (an AOT or prebuilt set)."""
+    table = tuned.load(gpu)
+    if table is None:
+        return []
+    return [GemmSpec(dtype, epilogue=epilogue, config=c)
+            for dtype, c in dict.fromkeys((e.dtype, e.config) for e in table.entries)]
+
+
+def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
+    configs = dict.fromkeys(c.config for c in tuning_space.SPACES[("sm90a", dtype)])
+    return [GemmSpec(dtype, epilogue="bias+gelu_tanh", config=c) for c in configs]
+
+
 PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
+    "tune-candidates": _tune_candidates,
+    "tuned-h100": lambda: _tuned("h100"),
+    "tuned-h200": lambda: _tuned("h200"),
     "gpu-tests": lambda: list(_gpu_tests()),
     "bench": lambda: linear_specs("bf16", "bias+gelu_tanh"),
     "compile-ci": lambda: [  # representative kernels compiled (not run) in CI
         GemmSpec("bf16", epilogue="bias+gelu_tanh"),
         linear_specs("fp16", "row_scale+col_scale+bias+silu+residual")[0],
+        fp8_linear_specs("a_scale+b_scale+bias+silu")[0],   # fp8 mainloop, swap-AB, the GPU-scalar EVT node
     ],
 }

@@ -1,0 +1,98 @@
+"""The `fused-gemm sweep`, `tune` and `plot` commands (they time on the GPU, so they live with the runtime)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import List
+
+from .models import M_VALUES, PRESETS
+from .ops import op_names
+
+_DEFAULT_TUNE_PRESETS = ("llama3-8b", "square-8192")
+
+
+def _ints(text: str) -> List[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def _dtype(name: str):
+    import torch
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def _results_dir(arg) -> Path:
+    from .environment import gpu_slug
+    return Path(arg) if arg else Path("perf") / "results" / gpu_slug()
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import summary, sweep
+    epilogues = dict(item.split("=", 1) for item in args.epilogue or [])
+    csv_path = sweep(args.op or ["linear"], args.preset or ["llama3-8b"], _results_dir(args.out),
+                     ms=_ints(args.m) if args.m else M_VALUES, dtype=_dtype(args.dtype), epilogues=epilogues,
+                     with_compile=args.compile, name=args.name, progress=not args.quiet)
+    print(summary(csv_path))
+    if not args.no_plots:
+        _plots(csv_path)
+    print(f"rows: {csv_path}")
+    return 0
+
+
+def _plots(csv_path: Path) -> None:
+    from .plots import plot
+    try:
+        for p in plot(csv_path):
+            print(f"plot: {p}")
+    except RuntimeError as exc:   # no matplotlib on this machine: the CSV is the result; plot it elsewhere
+        print(f"no plots: {exc}; later: fused-gemm plot {csv_path}")
+
+
+def cmd_plot(args) -> int:
+    _plots(Path(args.csv))
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from .models import unique_shapes
+    from .tune import tune, write, write_measurements
+    shapes = [(n, k) for _, n, k in unique_shapes(args.preset or _DEFAULT_TUNE_PRESETS)]
+    table, cells = tune(shapes, _ints(args.m) if args.m else M_VALUES, _dtype(args.dtype), minimal=args.minimal,
+                        tolerance=args.tolerance, build=not args.no_build, jobs=args.jobs, progress=not args.quiet)
+    path = write(table, args.out)
+    write_measurements(cells, _results_dir(args.results) / f"tune_{args.dtype}.measurements.json")
+    for c in cells:
+        (name, launch), speedup = c.final
+        print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} {speedup:6.3f}x torch.mm  {name} {launch}")
+    print(f"{len(cells)} cells, {table.meta['kernels']} kernels -> {path}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("sweep", help="time ops x shape presets x M against torch baselines (GPU); CSV, JSON, plots")
+    p.add_argument("--op", action="append", choices=op_names(), help="repeatable; default linear")
+    p.add_argument("--preset", action="append", help=f"repeatable; {', '.join(PRESETS)} or custom:NxK,...")
+    p.add_argument("--m", help=f"comma-separated M values (default {','.join(map(str, M_VALUES))})")
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--epilogue", action="append", metavar="OP=EPILOGUE", help="e.g. linear=bias+silu+residual")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile(max-autotune-no-cudagraphs) "
+                   "of the eager code (minutes of autotuning per shape)")
+    p.add_argument("--out", help="results folder (default perf/results/<gpu>)")
+    p.add_argument("--name", default="sweep", help="file stem of the CSV/JSON/PNGs; rows in it are not re-timed")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+    p = sub.add_parser("plot", help="PNG plots of a sweep CSV (matplotlib)")
+    p.add_argument("csv")
+    p.set_defaults(func=cmd_plot)
+    p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
+    p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)}")
+    p.add_argument("--m", help="comma-separated M buckets (default: all)")
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--minimal", action="store_true", help="fewest kernels within --tolerance of the best per shape")
+    p.add_argument("--tolerance", type=float, default=0.02)
+    p.add_argument("--out", help="table file (default: the package's table for this GPU; entries are merged)")
+    p.add_argument("--results", help="folder for the raw measurements (default perf/results/<gpu>)")
+    p.add_argument("--no-build", action="store_true", help="do not build missing candidates first")
+    p.add_argument("-j", "--jobs", type=int)
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_tune)

@@ -1,0 +1,193 @@
+"""`fused-gemm sweep`: ops x shape presets x M, each row timed against its baselines in the same run.
+
+Rows go to a CSV as they finish, so an interrupted sweep resumes where it stopped (rows already in
+the CSV are skipped).  The environment and the ceilings measured at the start (copy bandwidth,
+torch.mm peak) go to a JSON beside it.  M <= GRAPH_MAX_M is timed inside CUDA graphs (that is how
+decode runs, and eager launches would time the host); larger M as back-to-back eager calls.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import torch
+
+from . import environment
+from .models import M_VALUES
+from .ops import OPS, TOLERANCE, Case
+from .timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
+
+GRAPH_MAX_M = 64
+DECODE_MAX_M = 16          # rows that also report the HBM floor ratio
+KEY = ("op", "epilogue", "dtype", "N", "K", "M")
+COLUMNS = KEY + ("preset", "layer", "kernel", "timing", "ours_us", "mm_us", "eager_us", "cublaslt_us", "compile_us",
+                 "speedup_vs_mm", "speedup_vs_eager", "speedup_vs_cublaslt", "speedup_vs_compile", "tflops",
+                 "gbps", "pct_of_ceiling", "floor_us", "floor_ratio", "rel_err", "ok")
+
+
+@dataclass
+class Ceilings:
+    copy_gbps: float
+    mm_tflops: float
+
+    @classmethod
+    def measure(cls, dtype=torch.bfloat16) -> "Ceilings":
+        a = torch.randn(8192, 8192, dtype=dtype, device="cuda")
+        b = torch.randn(8192, 8192, dtype=dtype, device="cuda")
+        t = statistics.median(time_samples({"mm": [lambda: torch.mm(a, b)]}, reps=9, min_calls=10)["mm"])
+        return cls(copy_bandwidth() / 1e9, 2 * 8192 ** 3 / t / 1e12)
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float]:
+    """Median seconds per call of ours and each baseline, interleaved, and per-repetition ratios."""
+    graph = m <= GRAPH_MAX_M
+    variants = {"ours": case.ours, **case.baselines}
+    big = case.flop > 2e11
+    samples = time_samples(variants, graph=graph, reps=reps or (7 if big else 11),
+                           min_calls=32 if graph else (6 if big else 20))
+    medians = {name: statistics.median(ts) for name, ts in samples.items()}
+    ratios = paired_ratios(samples, "ours")   # baseline time / ours, per repetition
+    return {"graph": graph, **{f"{k}_s": v for k, v in medians.items()}, **{f"over_{k}": v for k, v in ratios.items()}}
+
+
+def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer: str, n: int, k: int, m: int,
+            ceilings: Ceilings, with_compile: bool) -> dict:
+    case = OPS[op_name].make(n, k, m, dtype, epilogue, with_compile)
+    t = time_case(case, m)
+    ours = t["ours_s"]
+    row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,
+           "preset": preset, "layer": layer, "kernel": case.kernel, "timing": "graph" if t["graph"] else "eager",
+           "ours_us": ours * 1e6}
+    for name in ("mm", "eager", "cublaslt", "compile"):
+        row[f"{name}_us"] = t[f"{name}_s"] * 1e6 if f"{name}_s" in t else float("nan")
+        row[f"speedup_vs_{name}"] = t.get(f"over_{name}", float("nan"))
+    row["tflops"] = case.flop / ours / 1e12
+    row["gbps"] = case.min_bytes / ours / 1e9
+    row["pct_of_ceiling"] = 100 * max(row["tflops"] / ceilings.mm_tflops, row["gbps"] / ceilings.copy_gbps)
+    floor = case.weight_bytes / (ceilings.copy_gbps * 1e9)
+    row["floor_us"] = floor * 1e6 if m <= DECODE_MAX_M else float("nan")
+    row["floor_ratio"] = ours / floor if m <= DECODE_MAX_M else float("nan")
+    row["rel_err"] = case.check()
+    row["ok"] = bool(row["rel_err"] <= TOLERANCE[dtype])
+    del case
+    return row
+
+
+def _done(path: Path) -> set:
+    if not path.is_file():
+        return set()
+    with path.open() as f:
+        return {tuple(r[c] for c in KEY) for r in csv.DictReader(f)}
+
+
+def _progress(i: int, total: int, started: float, label: str) -> None:
+    elapsed = time.monotonic() - started
+    eta = elapsed / max(i, 1) * (total - i)
+    bar = "#" * int(30 * i / max(total, 1))
+    sys.stderr.write(f"\r[{bar:<30}] {i}/{total} {elapsed:5.0f}s eta {eta:4.0f}s  {label:<50}")
+    sys.stderr.flush()
+
+
+def plan(ops: Sequence[str], presets: Sequence[str], ms: Iterable[int], epilogues: Dict[str, str]) -> List[tuple]:
+    """Every row to time once: (op, epilogue, preset, layer, N, K, M); a shape two presets share is
+    timed once, under the first."""
+    rows, seen = [], set()
+    for op in ops:
+        for preset in presets:
+            for layer, n, k in OPS[op].layers(preset):
+                for m in ms:
+                    key = (op, epilogues[op], n, k, m)
+                    if key not in seen:
+                        seen.add(key)
+                        rows.append((op, epilogues[op], preset, layer, n, k, m))
+    return rows
+
+
+def sweep(ops: Sequence[str], presets: Sequence[str], out_dir: Path, ms: Sequence[int] = M_VALUES,
+          dtype: torch.dtype = torch.bfloat16, epilogues: Optional[Dict[str, str]] = None,
+          with_compile: bool = False, name: str = "sweep", progress: bool = True) -> Path:
+    """Times every planned row not already in ``out_dir/<name>.csv``; returns the CSV path."""
+    epilogues = {op: (epilogues or {}).get(op) or OPS[op].default_epilogue for op in ops}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, env_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
+    todo = plan(ops, presets, ms, epilogues)
+    dname = str(dtype).replace("torch.", "")
+    done = _done(csv_path)
+    todo = [r for r in todo if (r[0], r[1], dname, str(r[4]), str(r[5]), str(r[6])) not in done]
+    warm_gpu()
+    ceilings = Ceilings.measure(dtype)
+    env = environment.describe()
+    env.update({"ceilings": {"copy_GBps": ceilings.copy_gbps, "mm_TFLOPs": ceilings.mm_tflops},
+                "ops": list(ops), "presets": list(presets), "M": list(ms), "dtype": dname,
+                "epilogues": epilogues, "baselines_compiled": with_compile})
+    runs = json.loads(env_path.read_text()).get("runs", []) if env_path.is_file() else []
+    env["runs"] = runs + [{"started": env["date"], "rows": len(todo)}]
+    env_path.write_text(json.dumps(env, indent=1))
+    new_file = not csv_path.is_file()
+    started = time.monotonic()
+    with csv_path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        if new_file:
+            writer.writeheader()
+        for i, (op, ep, preset, layer, n, k, m) in enumerate(todo):
+            if progress:
+                _progress(i, len(todo), started, f"{op} {preset}/{layer} M={m}")
+            row = run_row(op, ep, dtype, preset, layer, n, k, m, ceilings, with_compile)
+            writer.writerow({c: _fmt(row.get(c)) for c in COLUMNS})
+            f.flush()
+            torch.cuda.empty_cache()
+    if progress:
+        _progress(len(todo), len(todo), started, "done")
+        sys.stderr.write("\n")
+    return csv_path
+
+
+def read_rows(csv_path: Path) -> List[dict]:
+    with Path(csv_path).open() as f:
+        return list(csv.DictReader(f))
+
+
+def summary(csv_path: Path, bar: float = 0.95, floor_bar: float = 1.2) -> str:
+    """A short table: per row ours / baselines, and the verdicts of the issue's bars."""
+    rows = read_rows(csv_path)
+    lines = [f"{'op':<7}{'layer':<26}{'M':>6}{'N':>7}{'K':>7}{'ours us':>10}{'vs mm':>8}{'vs eager':>9}"
+             f"{'vs lt':>7}{'TF/s':>6}{'%ceil':>6}{'floor x':>8}{'err':>9}  kernel"]
+    speedups = {}
+    for r in rows:
+        f = {k: float(r[k]) if r[k] not in ("", None) else float("nan") for k in
+             ("ours_us", "speedup_vs_mm", "speedup_vs_eager", "speedup_vs_cublaslt", "tflops", "pct_of_ceiling",
+              "floor_ratio", "rel_err")}
+        speedups.setdefault(r["op"], []).append(f["speedup_vs_mm"])
+        flags = []
+        if f["speedup_vs_mm"] < bar:
+            flags.append("<mm bar")
+        if f["speedup_vs_eager"] <= 1.0:
+            flags.append("<=eager")
+        if f["floor_ratio"] > floor_bar:
+            flags.append(">floor bar")
+        if r["ok"] != "True":
+            flags.append("ERROR")
+        lines.append(f"{r['op']:<7}{(r['preset'] + '/' + r['layer'])[:25]:<26}{r['M']:>6}{r['N']:>7}{r['K']:>7}"
+                     f"{f['ours_us']:>10.1f}{f['speedup_vs_mm']:>8.3f}{f['speedup_vs_eager']:>9.2f}"
+                     f"{f['speedup_vs_cublaslt']:>7.2f}{f['tflops']:>6.0f}{f['pct_of_ceiling']:>6.0f}"
+                     f"{f['floor_ratio']:>8.2f}{f['rel_err']:>9.1e}  {r['kernel']} {' '.join(flags)}")
+    for op, s in speedups.items():
+        s = [v for v in s if v == v and v > 0]
+        if s:
+            geo = math.exp(sum(math.log(v) for v in s) / len(s))
+            lines.append(f"{op}: geometric mean speed-up vs torch.mm {geo:.3f} over {len(s)} rows, "
+                         f"min {min(s):.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""Tuned per-GPU tables: which kernel serves which (dtype, N, K, M bucket), measured by `fused-gemm tune`.
+
+A table is JSON data shipped with the package (``tuned/<gpu>.json``), not code.  Each entry names
+a tile config and launch options for one weight shape and one M bucket; the buckets are the M
+values the tuner timed, and an entry serves every M above the previous bucket up to its own (the
+largest bucket also serves every larger M).  Shapes a table lacks fall back to the heuristic
+table in ``heuristics.py``.  The tile config is tuned with one epilogue and serves them all: the
+epilogue changes the last few percent, the tiling the first tens.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from .heuristics import Rule
+from .launch import LaunchOptions
+from .spec import TileConfig
+
+TABLE_DIR = Path(__file__).with_name("tuned")
+# M values the tuner times; a call's M is served by the first bucket >= M (the last serves all above).
+M_BUCKETS: Tuple[int, ...] = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+_GPU = re.compile(r"\b([A-Z]\d{2,3})\b")
+
+
+def gpu_key(device_name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA H200' -> 'h200': the table's file name."""
+    m = _GPU.search(device_name.upper())
+    return m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+
+
+def bucket_of(m: int) -> int:
+    """Index of the bucket that serves M tokens."""
+    return min(bisect.bisect_left(M_BUCKETS, m), len(M_BUCKETS) - 1)
+
+
+@dataclass(frozen=True)
+class Entry:
+    dtype: str
+    n: int
+    k: int
+    m: int                     # the bucket (an M the tuner timed)
+    config: TileConfig
+    launch: LaunchOptions
+    speedup_vs_mm: float = 0.0  # measured when tuned: torch.mm time / ours (informational)
+
+    def to_json(self) -> dict:
+        launch = {f: getattr(self.launch, f) for f in ("splits", "swizzle", "raster", "decomposition", "reduction",
+                                                         "pdl") if getattr(self.launch, f) != getattr(LaunchOptions(), f)}
+        return {"dtype": self.dtype, "n": self.n, "k": self.k, "m": self.m, "config": self.config.name,
+                "launch": launch, "speedup_vs_mm": round(self.speedup_vs_mm, 4)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Entry":
+        return cls(d["dtype"], int(d["n"]), int(d["k"]), int(d["m"]), TileConfig.from_name(d["config"]),
+                   LaunchOptions(**d.get("launch", {})), float(d.get("speedup_vs_mm", 0.0)))
+
+
+@dataclass(frozen=True)
+class TunedTable:
+    gpu: str
+    meta: dict = field(compare=False)
+    entries: Tuple[Entry, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "_rules", _index(self.entries))
+
+    def rules(self, dtype: str, n: int, k: int) -> Optional[Tuple[Rule, ...]]:
+        """The shape's rows as heuristic-style rules (one per bucket, ascending), or None."""
+        return self._rules.get((dtype, n, k))
+
+    def configs(self) -> List[TileConfig]:
+        """Every distinct tile config the table uses (what a prebuilt kernel set must hold)."""
+        return list(dict.fromkeys(e.config for e in self.entries))
+
+    def to_json(self) -> str:
+        entries = sorted(self.entries, key=lambda e: (e.dtype, e.n, e.k, e.m))
+        body = ",\n  ".join(json.dumps(e.to_json()) for e in entries)
+        return f'{{"gpu": {json.dumps(self.gpu)}, "meta": {json.dumps(self.meta)},\n "entries": [\n  {body}\n ]}}\n'
+
+    @classmethod
+    def from_json(cls, text: str) -> "TunedTable":
+        d = json.loads(text)
+        return cls(d["gpu"], d.get("meta", {}), tuple(Entry.from_json(e) for e in d["entries"]))
+
+
+_BIG_M = 1 << 62
+
+
+def _index(entries: Tuple[Entry, ...]) -> Dict[Tuple[str, int, int], Tuple[Rule, ...]]:
+    by_shape: Dict[Tuple[str, int, int], List[Entry]] = {}
+    for e in entries:
+        by_shape.setdefault((e.dtype, e.n, e.k), []).append(e)
+    out = {}
+    for key, es in by_shape.items():
+        es.sort(key=lambda e: e.m)
+        out[key] = tuple(Rule(_BIG_M if i == len(es) - 1 else e.m, e.config, e.launch) for i, e in enumerate(es))
+    return out
+
+
+def table_path(gpu: str) -> Path:
+    return TABLE_DIR / f"{gpu}.json"
+
+
+@lru_cache(maxsize=None)
+def load(gpu: str) -> Optional[TunedTable]:
+    """The shipped table for ``gpu`` (a gpu_key), or None if none ships."""
+    path = table_path(gpu)
+    return TunedTable.from_json(path.read_text()) if path.is_file() else None
+
+
+def rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
+    """The tuned rule serving this call shape on ``gpu``, or None (then the heuristic decides)."""
+    table = load(gpu)
+    rules = table.rules(dtype, n, k) if table is not None else None
+    if not rules:
+        return None
+    for rule in rules:
+        if m <= rule.max_m:
+            return rule
+    return rules[-1]

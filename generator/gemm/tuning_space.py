@@ -1,0 +1,63 @@
+"""What `fused-gemm tune` tries: tile configs (one kernel each) and the launch options to try on them.
+
+Plain data.  Each candidate serves a range of M: swap-AB configs put the tokens on the tile's
+narrow N side and are only worth timing for small M; 128/256-row tiles only for M that fills them.
+Launch variants cost no compile, so each config lists the few that matter for it (CTA swizzle and
+raster order for L2 reuse on big grids; split/stream-K decompositions for grids that under-fill
+the GPU; programmatic dependent launch for decode, where the prologue should overlap the previous
+kernel).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from .launch import LaunchOptions as L
+from .spec import TileConfig as T
+
+
+@dataclass(frozen=True)
+class Candidate:
+    config: T
+    min_m: int
+    max_m: int
+    launches: Tuple[L, ...]
+
+    def serves(self, m: int) -> bool:
+        return self.min_m <= m <= self.max_m
+
+
+_GRID = (L(), L(swizzle=2), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(raster="along_n"),
+         L(swizzle=4, raster="along_m"), L(swizzle=8, raster="along_m"))
+_DECODE = (L(pdl=True),)
+_SPLIT = (L(pdl=True), L(decomposition="stream_k", pdl=True), L(decomposition="data_parallel", pdl=True),
+          L(splits=2, decomposition="split_k", pdl=True), L(splits=3, decomposition="split_k", pdl=True),
+          L(splits=4, decomposition="split_k", pdl=True))
+_STREAM_K = (L(decomposition="stream_k"), L(), L(decomposition="data_parallel"), L(decomposition="stream_k", swizzle=4),
+             L(splits=2, decomposition="split_k"), L(splits=3, decomposition="split_k"))
+
+SM90_BF16: Tuple[Candidate, ...] = (
+    # decode: swap-AB, the weight's N on the 64-row wgmma side
+    Candidate(T((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 16, _DECODE),
+    Candidate(T((64, 32, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 64, _DECODE),
+    Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 16, 128, _DECODE),
+    Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
+    Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
+    Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _GRID[:4]),
+    # mid and large M
+    Candidate(T((128, 64, 64), (1, 2, 1), "pingpong", "persistent"), 64, 2048, _GRID),
+    Candidate(T((128, 128, 64), (1, 2, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
+    Candidate(T((128, 128, 64), (2, 1, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
+    Candidate(T((128, 128, 64), (1, 2, 1), "cooperative", "stream_k"), 128, 8192, _STREAM_K),
+    Candidate(T((128, 256, 64), (1, 2, 1), "cooperative", "stream_k"), 128, 4096, _STREAM_K),
+    Candidate(T((128, 256, 64), (1, 2, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
+    Candidate(T((128, 256, 64), (2, 1, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
+    Candidate(T((256, 128, 64), (1, 2, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
+    Candidate(T((256, 128, 64), (2, 1, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
+    Candidate(T((128, 256, 64), (2, 1, 1), "cooperative", "stream_k"), 512, 1 << 30, _STREAM_K),
+)
+SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16}
+
+
+def candidates(arch: str, dtype: str, m: int) -> Tuple[Candidate, ...]:
+    return tuple(c for c in SPACES[(arch, dtype)] if c.serves(m))

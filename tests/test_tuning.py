@@ -1,0 +1,123 @@
+"""The tuned tables, the tuning space, the sweep's plan and the sweep/tune CLI (no GPU needed)."""
+import csv
+import json
+
+import pytest
+
+from fused_gemm.generator import LaunchOptions, SpecError, TileConfig
+from fused_gemm.generator.gemm import heuristics, tuned, tuning_space
+from fused_gemm.generator.gemm.presets import PRESETS
+
+
+def test_tile_config_names_read_back():
+    for c in tuning_space.SM90_BF16:
+        assert TileConfig.from_name(c.config.name) == c.config
+    assert TileConfig.from_name("t128x128x64_c1x2x1_pp_persist_e64x32").epilogue_tile == (64, 32)
+    for bad in ("t128x128x64", "t128x128x64_c1x2x1_pp_persist_swapab_extra", "t128x128x64_c1x2x1_coop_persist_x"):
+        with pytest.raises(SpecError):
+            TileConfig.from_name(bad)
+
+
+def test_every_m_bucket_has_candidates():
+    for m in tuned.M_BUCKETS:
+        assert tuning_space.candidates("sm90a", "bf16", m), m
+
+
+def _table():
+    small = TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)
+    return tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, (
+        tuned.Entry("bf16", 4096, 4096, 16, small, LaunchOptions(pdl=True), 1.1),
+        tuned.Entry("bf16", 4096, 4096, 1, small, LaunchOptions(pdl=True), 1.2),
+        tuned.Entry("bf16", 4096, 4096, 4096, TileConfig(), LaunchOptions(swizzle=4, raster="along_m"), 1.0)))
+
+
+def test_table_json_round_trip_and_buckets(tmp_path, monkeypatch):
+    table = _table()
+    assert set(tuned.TunedTable.from_json(table.to_json()).entries) == set(table.entries)
+    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
+    (tmp_path / "h100.json").write_text(table.to_json())
+    tuned.load.cache_clear()
+    try:
+        for m, want in ((1, 1), (2, 16), (16, 16), (17, 4096), (4096, 4096), (10 ** 6, 4096)):
+            rule = tuned.rule_for("h100", "bf16", 4096, 4096, m)
+            entry = next(e for e in table.entries if e.m == want)
+            assert (rule.config, rule.launch) == (entry.config, entry.launch), m
+        assert tuned.rule_for("h100", "bf16", 4096, 8192, 1) is None      # shape not tuned: heuristic
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1) is None
+        assert tuned.rule_for("h999", "bf16", 4096, 4096, 1) is None      # no table for this GPU
+    finally:
+        tuned.load.cache_clear()
+
+
+def test_gpu_keys():
+    assert tuned.gpu_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert tuned.gpu_key("NVIDIA H200") == "h200"
+    assert tuned.gpu_key("NVIDIA H100 NVL") == "h100"
+
+
+@pytest.mark.parametrize("gpu", sorted(p.stem for p in tuned.TABLE_DIR.glob("*.json")))
+def test_shipped_tables_are_valid(gpu):
+    """Every shipped entry names a candidate the tuner can build, and every bucket of a shape is there."""
+    table = tuned.load(gpu)
+    known = {c.config for c in tuning_space.SM90_BF16}
+    shapes = {}
+    for e in table.entries:
+        assert e.config in known, e
+        assert e.m in tuned.M_BUCKETS
+        shapes.setdefault((e.dtype, e.n, e.k), set()).add(e.m)
+    for shape, ms in shapes.items():
+        assert ms == set(tuned.M_BUCKETS), shape
+    assert PRESETS[f"tuned-{gpu}"]()
+
+
+def test_minimal_configs_cover_every_cell():
+    from fused_gemm.bench.tune import Cell, minimal_configs
+    L = LaunchOptions()
+    cells = [Cell(1, 1, 1, {("a", L): 1.0, ("b", L): 1.01}), Cell(1, 1, 2, {("a", L): 1.10, ("c", L): 1.0}),
+             Cell(1, 1, 3, {("c", L): 1.0, ("b", L): 1.015}), Cell(1, 1, 4, {("b", L): 1.0})]
+    chosen = minimal_configs(cells, 0.02)
+    assert set(chosen) == {"b", "c"}
+    assert minimal_configs(cells, 0.0) == ["b", "c", "a"] or set(minimal_configs(cells, 0.0)) == {"a", "b", "c"}
+
+
+def test_sweep_plan_times_each_shape_once():
+    from fused_gemm.bench import models, sweep
+    rows = sweep.plan(["linear"], ["llama3-8b", "mistral-7b"], [1, 16], {"linear": "bias"})
+    assert len(rows) == 2 * len(models.layers("llama3-8b"))        # mistral-7b has llama3-8b's shapes
+    assert {r[2] for r in rows} == {"llama3-8b"}
+    assert models.layers("custom:1024x512,256x128") == [("1024x512", 1024, 512), ("256x128", 256, 128)]
+    assert ("gate_up", 2 * 3584, 8192) in models.layers("llama3-70b-tp8")
+    with pytest.raises(ValueError):
+        models.layers("gpt-5")
+
+
+def test_cli_has_sweep_tune_and_plot():
+    from fused_gemm.cli import main
+    for command in ("sweep", "tune", "plot"):
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--help"])
+        assert exc.value.code == 0
+
+
+def test_summary_and_plots_from_a_sweep_csv(tmp_path):
+    from fused_gemm.bench import sweep
+    path = tmp_path / "s.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=sweep.COLUMNS)
+        w.writeheader()
+        for m, speed in ((1, 1.1), (4096, 0.9)):
+            w.writerow({"op": "linear", "epilogue": "bias", "dtype": "bfloat16", "N": 64, "K": 64, "M": m,
+                        "preset": "p", "layer": "l", "kernel": "k", "timing": "graph", "ours_us": 10,
+                        "speedup_vs_mm": speed, "speedup_vs_eager": 1.2, "tflops": 100, "gbps": 1000,
+                        "pct_of_ceiling": 50, "floor_ratio": 1.1 if m == 1 else "", "rel_err": 1e-3, "ok": True})
+    (tmp_path / "s.json").write_text(json.dumps({"gpu": "G", "torch": "t", "ceilings": {"copy_GBps": 3000,
+                                                                                      "mm_TFLOPs": 700}}))
+    text = sweep.summary(path)
+    assert "<mm bar" in text and "geometric mean" in text
+    pytest.importorskip("matplotlib")
+    from fused_gemm.bench.plots import plot
+    assert all(p.is_file() and p.stat().st_size > 1000 for p in plot(path))
+
+
+def test_heuristic_is_the_fallback_for_untuned_shapes():
+    assert heuristics.pick("sm90a", 1).config.swap_ab
