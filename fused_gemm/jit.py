@@ -16,7 +16,7 @@ import torch
 
 from .errors import KernelNotReadyError
 from .generator import SpecError, build, build_command, build_many, family_of, preset, spec_from_uri
-from .generator.cache import cache_root, find_built
+from .generator.cache import cache_root, find_built, find_prebuilt
 from .generator.registry import FAMILIES
 from .library import KernelLibrary
 
@@ -55,11 +55,13 @@ def compile(spec):
     with lock:
         op = _ops.get(spec)
         if op is None:
-            if no_jit():   # no toolchain needed: a serving host may have only a copied cache
+            library = find_prebuilt(spec)   # an AOT (CMake) build: no toolchain, no cache
+            if library is None and no_jit():   # a serving host may have only a copied cache
                 library = find_built(spec)
                 if library is None:
-                    raise not_ready(spec, f"FUSED_GEMM_NO_JIT is set and the cache ({cache_root()}) lacks it")
-            else:
+                    raise not_ready(spec, f"FUSED_GEMM_NO_JIT is set and neither the cache ({cache_root()}) "
+                                          "nor $FUSED_GEMM_PREBUILT_DIR has it")
+            elif library is None:
                 library = build(spec).library
             op = _op_class(family)(spec, KernelLibrary(library, family, spec.uri))
             _ops[spec] = op

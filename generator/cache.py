@@ -125,6 +125,17 @@ def list_entries() -> List[Path]:
     return sorted(p.parent for p in root.glob(f"*/*/*/*/{LIBRARY_NAME}")) if root.is_dir() else []
 
 
+def find_prebuilt(spec) -> "Path | None":
+    """``lib<uri>.so`` in a folder of $FUSED_GEMM_PREBUILT_DIR (os.pathsep-separated): what the
+    CMake build of `fused-gemm codegen` output makes.  Such a library is used as it is, without a
+    toolchain; the loader still checks its ABI version and the spec URI it reports."""
+    for folder in filter(None, os.environ.get("FUSED_GEMM_PREBUILT_DIR", "").split(os.pathsep)):
+        path = Path(folder).expanduser() / f"lib{spec.uri}.so"
+        if path.is_file():
+            return path
+    return None
+
+
 def find_built(spec) -> "Path | None":
     """The newest built library of ``spec`` under any toolchain folder, found without a toolchain
     (for FUSED_GEMM_NO_JIT hosts that were handed a cache and have no nvcc)."""

@@ -4,14 +4,14 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|fp8|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|fp8|int4|host|tune|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
   || { echo "could not install the carried wheels in .carry/"; exit 1; }
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 FUSED_GEMM_CACHE_DIR=$PWD/.fgcache
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
-  || { echo "could not install fused-gemm"; tail -20 "$OUT/install.log"; exit 1; }
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /tmp/install.log 2>&1 \
+  || { echo "could not install fused-gemm"; tail -20 /tmp/install.log; exit 1; }
 [ -f .carry/fgcache.tar.xz ] && [ ! -d .fgcache ] && tar -xJf .carry/fgcache.tar.xz
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/device.txt"
 fused-gemm info | tee -a "$OUT/device.txt"
@@ -20,7 +20,7 @@ status=0
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
-    build) for p in gpu-tests gated-tests rope-tests attention-tests decode-tests fp8-gpu-tests; do run "build-$p" fused-gemm build --preset $p -q; done ;;
+    build) for p in gpu-tests gated-tests rope-tests attention-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
     test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
@@ -31,10 +31,11 @@ for step in $steps; do
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
+    int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
     sweep-attention) run sweep-attention python3 perf/sweep_attention.py --json "$OUT/sweep_attention.json" ;;
     tune)  # TUNE_ARGS e.g. "--preset llama3-8b --preset square-8192 --minimal"; the table and raw timings come back
            run tune fused-gemm tune ${TUNE_ARGS:---minimal} -q --results "$OUT"
-           cp generator/gemm/tuned/*.json "$OUT/" 2>/dev/null ;;
+           cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;   # this GPU's table: the one just written
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)
            run sweep-linear fused-gemm sweep --op linear ${SWEEP_ARGS:---preset llama3-8b --preset square-8192} \
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
@@ -50,7 +51,7 @@ for step in $steps; do
     host)  run host python3 perf/host_overhead.py ;;
     cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
     build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)
-               for p in gpu-tests gated-tests rope-tests rope-bench attention-tests attention-bench decode-tests gated-bench bench fp8-gpu-tests fp8-bench; do
+               for p in gpu-tests gated-tests rope-tests rope-bench attention-tests attention-bench decode-tests gated-bench bench fp8-gpu-tests fp8-bench int4-gpu-tests int4-bench; do
                  fused-gemm build --preset $p -q > /tmp/build-$p.log 2>&1 || { echo "== build-$p failed"; tail -5 /tmp/build-$p.log; status=1; }
                done ;;
     all)   run build fused-gemm build --preset gpu-tests -q
@@ -59,6 +60,7 @@ for step in $steps; do
            run build-attention fused-gemm build --preset attention-tests -q
            run build-decode fused-gemm build --preset decode-tests -q
            run build-fp8 fused-gemm build --preset fp8-gpu-tests -q
+           run build-int4 fused-gemm build --preset int4-gpu-tests -q
            run tests python3 -m pytest tests -q -m "not compile and not toolchain" -p no:cacheprovider
            run host python3 perf/host_overhead.py
            run bench python3 perf/bench_linear.py --json "$OUT/bench.json"
@@ -66,7 +68,8 @@ for step in $steps; do
            run rope python3 perf/bench_rope.py --json "$OUT/rope.json"
            run attention python3 perf/bench_attention.py --json "$OUT/attention.json"
            run decode python3 perf/bench_decode.py --json "$OUT/decode.json"
-           run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ;;
+           run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json"
+           run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

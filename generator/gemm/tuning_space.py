@@ -44,6 +44,14 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
     Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _GRID[:4]),
+    # mid M, without swap-AB: the weight's N on the tile's N side, which wgmma lets be any multiple of
+    # 8, so that the tile count lands just under a whole number of waves (cuBLAS's nvjet kernels on an
+    # H100 use 96x128, 112x128, 144x128 and 192x128 tiles here, weight side first)
+    Candidate(T((64, 96, 64), (1, 1, 1), "pingpong", "persistent"), 64, 512, _GRID[:4]),
+    Candidate(T((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
+    Candidate(T((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 192, 64), (1, 2, 1), "cooperative", "persistent"), 256, 8192, _GRID),
     # mid and large M
     Candidate(T((128, 64, 64), (1, 2, 1), "pingpong", "persistent"), 64, 2048, _GRID),
     Candidate(T((128, 128, 64), (1, 2, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
