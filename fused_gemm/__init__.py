@@ -13,7 +13,7 @@ from importlib import import_module as _import_module
 from .errors import FusedGemmError, KernelNotReadyError
 
 try:
-    from .generator import (AttentionSpec, BuildError, DecodeSpec, BuildWarning, Epilogue, GatedSpec, GemmSpec, LaunchOptions, QuantSpec,
+    from .generator import (AttentionSpec, BuildError, DecodeSpec, BuildWarning, Epilogue, GatedSpec, GemmSpec, Int4Spec, LaunchOptions, QuantSpec,
                             RopeSpec, SpecError, TileConfig, ToolchainError)
 except ModuleNotFoundError as _exc:  # the source folder itself, imported from a checkout's root
     if _exc.name != f"{__name__}.generator":
@@ -43,6 +43,12 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "quantize_fp8": "fused_gemm.quant.fp8",
     "quantize_fp8_weight": "fused_gemm.quant.fp8",
     "QuantOp": "fused_gemm.quant.op",
+    "int4_linear": "fused_gemm.int4.api",
+    "Int4Op": "fused_gemm.int4.op",
+    "Int4Weight": "fused_gemm.int4.weight",
+    "quantize_int4": "fused_gemm.int4.weight",
+    "int4_from_gptq": "fused_gemm.int4.weight",
+    "int4_from_awq": "fused_gemm.int4.weight",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -62,7 +68,7 @@ def __dir__():
 
 __all__ = [
     "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
-    "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
-    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "gated_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
-    "quantize_fp8", "quantize_fp8_weight", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
+    "Int4Op", "Int4Spec", "Int4Weight", "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
+    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "quantize_fp8", "quantize_fp8_weight", "quantize_int4", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

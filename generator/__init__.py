@@ -10,6 +10,7 @@ from .family import KernelFamily
 from .gated import GatedSpec
 from .rope import RopeSpec
 from .gemm import DEFAULT_LAUNCH, Epilogue, GemmSpec, LaunchOptions, TileConfig
+from .int4 import Int4Spec
 from .quant import QuantSpec
 from .registry import FAMILIES, family_of, preset, spec_from_uri
 from .render import render
@@ -17,6 +18,6 @@ from .toolchain import Toolchain
 
 __all__ = [
     "AttentionSpec", "BuildError", "DecodeSpec", "BuildResult", "BuildWarning", "DEFAULT_LAUNCH", "Epilogue", "FAMILIES", "GatedSpec", "GemmSpec",
-    "KernelFamily", "LaunchOptions", "QuantSpec", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
+    "Int4Spec", "KernelFamily", "LaunchOptions", "QuantSpec", "RopeSpec", "SpecError", "TileConfig", "Toolchain", "ToolchainError", "build",
     "build_command", "build_many", "default_jobs", "family_of", "locate", "preset", "render", "spec_from_uri",
 ]

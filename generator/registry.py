@@ -9,10 +9,11 @@ from .errors import SpecError
 from .family import KernelFamily
 from .gated import FAMILY as GATED
 from .gemm import FAMILY as GEMM
+from .int4 import FAMILY as INT4
 from .quant import FAMILY as QUANT
 from .rope import FAMILY as ROPE
 
-FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE, ATTENTION, DECODE, QUANT)}
+FAMILIES: Dict[str, KernelFamily] = {f.name: f for f in (GEMM, GATED, ROPE, ATTENTION, DECODE, QUANT, INT4)}
 
 
 def family_of(spec) -> KernelFamily:

@@ -24,7 +24,8 @@ def ci_builds(tmp_path_factory):
     locate.cache_clear()
     try:
         yield build_many(preset("compile-ci") + preset("gated-compile-ci") + preset("attention-compile-ci") +
-                         preset("decode-compile-ci") + preset("quant-compile-ci"), progress=False)
+                         preset("decode-compile-ci") + preset("quant-compile-ci") +
+                         preset("int4-compile-ci"), progress=False)
     finally:
         if old is None:
             os.environ.pop("FUSED_GEMM_CACHE_DIR", None)
@@ -39,7 +40,7 @@ def _gemm(builds):
 
 
 def test_representative_kernels_compile_without_perf_bugs(ci_builds):
-    assert len(ci_builds) == 7
+    assert len(ci_builds) == 8
     for r in ci_builds:
         assert not r.cached and r.library.is_file()
         assert r.problems == [], f"{r.spec.uri}: {r.problems}"   # no C7510 / C7508 / spills

@@ -1,0 +1,138 @@
+"""``fused_gemm.int4_linear``: W4A16, act(x @ dequant(w)^T + bias) + residual in one kernel, the int4
+weight dequantised in the mainloop (the int4 family, chosen per M from generator/int4/heuristics.py).
+
+    w = fused_gemm.quantize_int4(linear.weight, group_size=128)        # once, at load (or int4_from_gptq/awq)
+    y = fused_gemm.int4_linear(x, w, bias, "silu", residual=r)
+
+torch.library ops (each with a fake kernel; an Int4Weight is passed as its tensors):
+    fused_gemm::int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual) -> Tensor
+    fused_gemm::int4_linear_out(x, packed, scales, zeros, group_size, bias, activation, residual,
+                                Tensor(a!) out) -> ()
+A plain eager call skips the dispatcher and runs the same implementation directly.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .. import checks, jit
+from ..generator import Epilogue, SpecError
+from ..generator.gemm.spec import ACTIVATIONS
+from ..generator.int4.heuristics import RULES, spec_for
+from ..kernel_op import dtype_name
+from ..torch_ops import _dispatch_modes, _is_compiling, define
+from .op import Int4Op
+from .weight import Int4Weight, check_group_size
+
+Tensor = torch.Tensor
+_MAX_M = tuple(rule.max_m for rule in RULES["sm90a"])
+_selection = jit.Selection("int4_linear")
+
+
+def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int) -> Int4Op:
+    """The kernel for this call's dtypes, weight kind, epilogue, k-tile class and M bucket; memoised."""
+    row = 0
+    while m > _MAX_M[row]:   # the last row covers every M
+        row += 1
+    for name, t in (("bias", bias), ("residual", residual)):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    # The k-tile depends on the group size only through these two (heuristics.config_for).
+    k_class = (group_size == k, group_size % 128)
+    key = (x.dtype, zeros is None, None if bias is None else bias.dtype, activation,
+           None if residual is None else residual.dtype, k_class, row)
+
+    def choose() -> Int4Op:
+        act = "identity" if activation in (None, "none") else activation
+        if act not in ACTIVATIONS:
+            raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
+        try:
+            spec = spec_for(dtype_name("x", x.dtype), "s4" if zeros is None else "u4",
+                            Epilogue(bias=bias is not None, activation=act, residual=residual is not None),
+                            group_size, k, m,
+                            bias_dtype=dtype_name("bias", None if bias is None else bias.dtype),
+                            residual_dtype=dtype_name("residual", None if residual is None else residual.dtype))
+        except SpecError as exc:
+            raise TypeError(str(exc)) from None
+        return jit.compile(spec)
+    return _selection.get(key, "x", x, choose)
+
+
+def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out):
+    """The implementation every route ends in: picks the kernel for x's shape, runs it (which checks
+    every argument)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    xs = x.shape
+    if not xs:
+        raise ValueError("x must have at least one dim ([..., K])")
+    k = xs[-1]
+    if isinstance(scales, Tensor) and scales.dtype is not x.dtype:
+        raise TypeError(f"w.scales has dtype {scales.dtype}, but x is {x.dtype}: an int4 weight serves activations "
+                        "of its scales' dtype (quantize_int4(..., dtype=x.dtype))")
+    check_group_size(group_size, k, "w.group_size")
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out is not None and out.dtype is not x.dtype:
+        raise TypeError(f"out has dtype {out.dtype}; int4_linear writes x's dtype {x.dtype}")
+    m = xs[0] if len(xs) == 2 else xs[:-1].numel()
+    op = select(x, zeros, group_size, bias, activation, residual, m, k)
+    return op.run(x, packed, scales, zeros, group_size, bias, residual, out)
+
+
+def _weight(w) -> Int4Weight:
+    if not isinstance(w, Int4Weight):
+        raise TypeError(f"w must be a fused_gemm.Int4Weight (from quantize_int4, int4_from_gptq or int4_from_awq), "
+                        f"got {type(w).__name__}")
+    return w
+
+
+def int4_linear(x: Tensor, w: Int4Weight, bias: Optional[Tensor] = None, activation: Optional[str] = None,
+                residual: Optional[Tensor] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """``activation(x @ dequant(w).T + bias) + residual`` in one kernel, fp32 accumulation.
+
+    x: [..., K] bf16/fp16 (w's scales' dtype); w: an Int4Weight [N, K]; bias: [N] (x's dtype);
+    residual: [..., N] (may be ``out`` for an in-place residual add); output x's dtype.  The kernel
+    is chosen by M (= x.numel() // K) from generator/int4/heuristics.py, built on first use and
+    cached on disk.  No sync, no allocation beyond the output: CUDA-graph capturable.
+    """
+    w = _weight(w)
+    if isinstance(x, Tensor) and x.dim() and x.shape[-1] != w.K:
+        raise ValueError(f"x has K = {x.shape[-1]}, but w is [N, K] = [{w.N}, {w.K}]")
+    args = (x, w.packed, w.scales, w.zeros, w.group_size, bias, activation, residual)
+    if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
+        return _int4_linear(*args, out)
+    checks.refuse_grad("int4_linear", x, bias, residual)
+    if out is None:
+        return torch.ops.fused_gemm.int4_linear(*args)
+    torch.ops.fused_gemm.int4_linear_out(*args, out)
+    return out
+
+
+# -- the torch.library registrations -----------------------------------------------------------
+_ARGS = ("Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group_size, Tensor? bias, str? activation, "
+         "Tensor? residual")
+
+
+def _linear_impl(x, packed, scales, zeros, group_size, bias, activation, residual):
+    return _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, None)
+
+
+def _linear_fake(x, packed, scales, zeros, group_size, bias, activation, residual):
+    if packed.dim() != 2 or scales.dim() != 2 or x.dim() == 0:
+        raise ValueError(f"x {tuple(x.shape)}, packed {tuple(packed.shape)}, scales {tuple(scales.shape)}: expected "
+                         "[..., K], [N, K/2] and [K/group_size, N]")
+    return x.new_empty((*x.shape[:-1], packed.shape[0]))
+
+
+def _linear_out_impl(x, packed, scales, zeros, group_size, bias, activation, residual, out) -> None:
+    _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out)
+
+
+def _no_output(*args) -> None:
+    return None
+
+
+define("int4_linear", f"({_ARGS}) -> Tensor", _linear_impl, _linear_fake)
+define("int4_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, _no_output)

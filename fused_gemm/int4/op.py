@@ -1,0 +1,155 @@
+"""Int4Op: one compiled W4A16 GEMM, with the one validation path of the int4 ops.
+
+Every argument is checked before the launch (TypeError/ValueError naming it); the launch does no
+sync and no allocation beyond the output (and a stream-K kernel's workspace, from the caching
+allocator on the caller's stream, as GemmOp's), so it can be captured in a CUDA graph.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+
+from .. import checks
+from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..generator import DEFAULT_LAUNCH, LaunchOptions
+from ..generator.int4 import PROBLEM, Int4Spec
+from ..kernel_op import DEVICES, TORCH_DTYPES, KernelOp, raw_stream
+from ..library import KernelLibrary
+from .weight import check_group_size, check_shape
+
+Tensor = torch.Tensor
+# The order Int4Op packs its fields in; tests/test_int4.py checks it against the ABI table.
+PACK_ORDER = ("m", "n", "k", "a", "lda", "w", "scales", "zeros", "group_size", "c", "ldc", "d", "ldd", "bias",
+              "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
+              "reserved", "workspace", "workspace_bytes", "stream")
+_grad_enabled = torch.is_grad_enabled
+
+
+class Int4Op(KernelOp):
+    """``op(x, packed, scales, zeros, group_size, bias=None, residual=None, *, out=None, launch=None)``:
+    act(x @ dequant(W)^T + bias) + residual for an ``Int4Weight``'s tensors (fused_gemm.int4_linear
+    picks the op and passes them).  x [..., K]; packed uint8 [N, K/2]; scales (and zeros, for 'u4'
+    specs) [K/group_size, N] in x's dtype; bias [N]; residual [..., N] (may be ``out``)."""
+
+    def __init__(self, spec: Int4Spec, library: KernelLibrary):
+        assert library.packer.format == PROBLEM.format
+        super().__init__(spec, library)
+        self._dtype = TORCH_DTYPES[spec.dtype]
+        self._out_dtype = TORCH_DTYPES[spec.out_dtype]
+        self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
+        self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
+        self._zeros = spec.weight == "u4"
+        self._stream_k = spec.config.scheduler == "stream_k"
+        self._ws_sizes: Dict[tuple, int] = {}
+
+    def __call__(self, x, packed, scales, zeros, group_size, bias=None, residual=None, *, out=None, launch=None):
+        return self.run(x, packed, scales, zeros, group_size, bias, residual, out, launch)
+
+    def run(self, x, packed, scales, zeros, group_size, bias, residual, out, launch: Optional[LaunchOptions] = None):
+        spec = self.spec
+        if not isinstance(x, Tensor) or x.dtype is not self._dtype:
+            checks.tensor("x", x, self._dtype, None)
+        dev = x.get_device()
+        if dev not in self._ready:
+            self._first_use(x, dev)
+        xs = x.shape
+        if not xs:
+            raise ValueError("x must have at least one dim ([..., K])")
+        K = xs[-1]
+        lead = xs[:-1]
+        M = xs[0] if len(xs) == 2 else lead.numel()
+        # The weight: packed codes [N, K/2], scales (and offsets) [K/group, N].
+        if not isinstance(packed, Tensor) or packed.dtype is not torch.uint8 or packed.get_device() != dev:
+            checks.tensor("w.packed", packed, torch.uint8, dev)
+        if packed.dim() != 2 or packed.shape[1] * 2 != K:
+            raise ValueError(f"w.packed has shape {tuple(packed.shape)}, which does not match x's K = {K} "
+                             f"(expected [N, K/2] = [N, {K // 2}])")
+        N = packed.shape[0]
+        check_shape(N, K, "w")
+        check_group_size(group_size, K, "w.group_size")
+        if not spec.supports_group(group_size, K):
+            raise ValueError(f"w.group_size {group_size}: this kernel's k-tile ({spec.config.tile[2]}) does not divide it "
+                             f"({spec.uri})")
+        groups = K // group_size
+        for name, t, wanted in (("w.scales", scales, True), ("w.zeros", zeros, self._zeros)):
+            if not wanted:
+                if t is not None:
+                    raise ValueError(f"{name} was given, but {spec.uri} is a symmetric (s4) kernel")
+                continue
+            if t is None:
+                raise ValueError(f"{name} is required: {spec.uri} dequantises with zero offsets (u4)")
+            if not isinstance(t, Tensor) or t.dtype is not self._dtype or t.get_device() != dev:
+                if isinstance(t, Tensor) and t.dtype is not self._dtype:
+                    raise TypeError(f"{name} has dtype {t.dtype}, but x is {self._dtype}: scales are in the "
+                                    "activations' dtype (quantize_int4(..., dtype=x.dtype))")
+                checks.tensor(name, t, self._dtype, dev)
+            if t.shape != (groups, N):
+                raise ValueError(f"{name} has shape {tuple(t.shape)}, expected [K/group_size, N] = [{groups}, {N}]")
+            if not t.is_contiguous() or t.data_ptr() % ALIGN_BYTES:
+                raise ValueError(f"{name} must be contiguous and 16-byte aligned (TMA reads it)")
+        if not packed.is_contiguous() or packed.data_ptr() % ALIGN_BYTES:
+            raise ValueError("w.packed must be contiguous and 16-byte aligned (TMA reads it)")
+        if M >= INT32_LIMIT or N >= INT32_LIMIT or K >= INT32_LIMIT:
+            checks.dims_fit(M, N, K)
+        ep = spec.epilogue
+        if (bias is None) == ep.bias:
+            raise ValueError(f"bias {'is required' if ep.bias else 'was given'}: this kernel's epilogue is {ep.name!r}")
+        if (residual is None) == ep.residual:
+            raise ValueError(f"residual {'is required' if ep.residual else 'was given'}: this kernel's epilogue is "
+                             f"{ep.name!r}")
+        if launch is None:
+            launch = DEFAULT_LAUNCH
+        else:
+            launch = self.checked_launch(launch)
+        out_shape = (M, N) if len(xs) == 2 else (*lead, N)
+        given_out = out is not None
+        if given_out:
+            checks.tensor("out", out, self._out_dtype, dev)
+            checks.shape("out", out, out_shape)
+        else:
+            out = self.new_output(out_shape, self._out_dtype, dev)
+        if _grad_enabled():
+            checks.refuse_grad("int4_linear", x, scales, zeros, bias, residual)
+        bias_ptr = 0
+        if bias is not None:
+            bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
+        if residual is not None:
+            checks.tensor("residual", residual, self._res_dtype, dev)
+            checks.shape("residual", residual, out_shape)
+        if M == 0:
+            return out
+        lda, a_ptr = checks.matrix("x", x, M, K, self._dtype.itemsize)
+        d2 = out if out.dim() == 2 else checks.flat2d("out", out, N)
+        ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_dtype.itemsize)
+        c_ptr = ldc = 0
+        if residual is not None:
+            c2 = residual if residual.dim() == 2 else checks.flat2d("residual", residual, N)
+            ldc, c_ptr = checks.row_major("residual", c2, M, N, self._res_dtype.itemsize)
+        w_ptr, s_ptr = packed.data_ptr(), scales.data_ptr()
+        z_ptr = zeros.data_ptr() if zeros is not None else 0
+        if given_out:
+            out_size = self._out_dtype.itemsize
+            spans = [("x", a_ptr, a_ptr + (lda * (M - 1) + K) * self._dtype.itemsize),
+                     ("w.packed", w_ptr, w_ptr + N * K // 2),
+                     ("w.scales", s_ptr, s_ptr + groups * N * self._dtype.itemsize)]
+            if z_ptr:
+                spans.append(("w.zeros", z_ptr, z_ptr + groups * N * self._dtype.itemsize))
+            if bias_ptr:
+                spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_dtype.itemsize))
+            if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_dtype is not self._out_dtype):
+                spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_dtype.itemsize))
+            checks.refuse_overlap(spans, (d_ptr, d_ptr + (ldd * (M - 1) + N) * out_size))
+        fields = (M, N, K, a_ptr, lda, w_ptr, s_ptr, z_ptr, group_size, c_ptr, ldc, d_ptr, ldd, bias_ptr, 1.0, 1.0)
+        ws_ptr = ws_bytes = 0
+        if self._stream_k:   # kept alive (by this frame) until the launch is on the stream
+            key = (M, N, K, launch, dev)
+            need = self._ws_sizes.get(key)
+            if need is None:
+                need = self._ws_sizes[key] = self.library.workspace_size(*fields, *launch.abi, dev, 0, 0, 0, 0)
+            if need:
+                workspace = torch.empty(need, dtype=torch.uint8, device=DEVICES[dev])
+                ws_ptr, ws_bytes = workspace.data_ptr(), need
+        problem = self._pack(*fields, *launch.abi, dev, 0, ws_ptr, ws_bytes, raw_stream(dev))
+        self.launch(problem, dev, M, N, K)
+        return out

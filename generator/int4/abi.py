@@ -1,0 +1,29 @@
+"""The int4 family's C ABI: one launch in the caller's terms (never swapped),
+D[M,N] = epi(X[M,K] @ dequant(W)^T).  The field names it shares with the GEMM family (swizzle,
+raster, splits, decomposition, reduction, pdl, device, workspace, stream) are what the common sm90
+launcher and the stream-K scheduler glue read."""
+from ..abi import AbiStruct, Field
+
+PROBLEM = AbiStruct("FgInt4Problem", version=1, fields=(
+    Field("m", "i64"), Field("n", "i64"), Field("k", "i64"),
+    Field("a", "cptr", "activations [M,K] row-major"), Field("lda", "i64", "row stride in elements"),
+    Field("w", "cptr", "int4 codes [N,K], reordered by fused_gemm.quantize_int4 (N, K multiples of 16)"),
+    Field("scales", "cptr", "[K/group, N] row-major, the activation dtype"),
+    Field("zeros", "cptr", "[K/group, N] additive zero offsets (u4 weights), or null"),
+    Field("group_size", "i64", "a multiple of the tile's K, or K (per channel)"),
+    Field("c", "cptr", "residual [M,N] (may equal d)"), Field("ldc", "i64"),
+    Field("d", "ptr", "output [M,N]"), Field("ldd", "i64"),
+    Field("bias", "cptr", "[N]"),
+    Field("alpha", "f32"), Field("beta", "f32"),
+    # Launch options: LaunchOptions.abi, in this order.
+    Field("splits", "i32", "split-K factor (stream-K kernels)"),
+    Field("swizzle", "i32", "tile swizzle 1/2/4/8"),
+    Field("raster", "i32", "0 heuristic, 1 along M, 2 along N"),
+    Field("decomposition", "i32", "stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
+    Field("reduction", "i32", "stream-K: 0 deterministic (turnstile), 1 nondeterministic"),
+    Field("pdl", "i32", "programmatic dependent launch"),
+    Field("device", "i32", "CUDA ordinal the pointers live on (the current device)"),
+    Field("reserved", "i32"),
+    Field("workspace", "ptr"), Field("workspace_bytes", "u64"),
+    Field("stream", "ptr", "cudaStream_t; everything before it keys the Params cache"),
+))

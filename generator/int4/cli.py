@@ -1,0 +1,18 @@
+"""The int4 family's command-line flags (`fused-gemm codegen/build --family int4 ...`).  The mainloop
+flags (--dtype, --out-dtype, --epilogue, --tile, --cluster, --schedule, --scheduler, --no-pdl) are the
+GEMM family's, shared; int4 kernels are always swap-AB."""
+from __future__ import annotations
+
+from ..gemm.spec import TileConfig
+from .spec import Int4Spec
+
+
+def add_arguments(g) -> None:
+    g.add_argument("--weight", default="s4", choices=("s4", "u4"),
+                   help="int4: s4 symmetric codes, or u4 codes with zero offsets")
+
+
+def spec_from_args(args) -> Int4Spec:
+    cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, swap_ab=True)
+    return Int4Spec(args.dtype, args.weight, args.out_dtype, epilogue=args.epilogue, config=cfg,
+                    pdl=not args.no_pdl)

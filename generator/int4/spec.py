@@ -1,0 +1,118 @@
+"""The int4 family's spec: one W4A16 GEMM, int4 weights dequantised inside the mainloop.
+
+    D[M, N] = epilogue(X[M, K] @ dequant(W)^T),   dequant(W)[n, k] = scale[g, n] * q[n, k] (+ zero[g, n])
+
+with g = k // group_size.  CUTLASS's sm90 mixed-input mainloop converts the narrow operand in
+registers (the "RS" wgmma: A from registers), so the weight must be the kernel's A operand: the
+kernel always computes D^T = W . X^T (``config.swap_ab`` is required), which also puts a decode
+step's few tokens on the tile's narrow N side.  The group size is a runtime argument (CUTLASS reads
+it per launch): one kernel serves every group size that its tile K divides, and per-channel scales
+(group size = K).  ``weight`` 's4' is symmetric (signed codes, scales only), 'u4' asymmetric
+(unsigned codes, scales and additive zero offsets).  The tile configuration is the GEMM family's
+``TileConfig``, the epilogue its ``Epilogue`` restricted to bias, activation and residual.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from ..errors import SpecError
+from ..gemm.spec import (ACTIVATIONS, ARCHES, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TILE_URI, Epilogue,
+                         TileConfig, canonical_dtype)
+
+DTYPES = ("bf16", "fp16")          # activations; scales and zero offsets are in the same dtype (the MMA's)
+WEIGHTS = ("s4", "u4")             # s4: symmetric; u4: asymmetric, with zero offsets
+TILE_K = (64, 128)                 # a k-tile must divide the group size; CUTLASS's mixed-input mainloop needs >= 64
+DEFAULT_CONFIG = TileConfig((64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True)
+
+
+@dataclass(frozen=True)
+class Int4Spec:
+    """out[M, N] = act(alpha * x @ dequant(W)^T + bias) + beta * residual, fp32 accumulation."""
+    family = "int4"
+
+    dtype: str = "bf16"                      # activations, scales, zero offsets
+    weight: str = "s4"
+    out_dtype: Optional[str] = None          # default: dtype
+    residual_dtype: Optional[str] = None     # default: out_dtype
+    bias_dtype: Optional[str] = None         # default: dtype
+    epilogue: Epilogue = field(default_factory=Epilogue)
+    config: TileConfig = DEFAULT_CONFIG
+    pdl: bool = True
+    arch: str = "sm90a"
+
+    def __post_init__(self):
+        dtype = canonical_dtype(self.dtype)
+        out = canonical_dtype(self.out_dtype or dtype)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "weight", canonical_dtype(self.weight))
+        object.__setattr__(self, "out_dtype", out)
+        object.__setattr__(self, "residual_dtype", canonical_dtype(self.residual_dtype or out))
+        object.__setattr__(self, "bias_dtype", canonical_dtype(self.bias_dtype or dtype))
+        if isinstance(self.epilogue, str):
+            object.__setattr__(self, "epilogue", Epilogue.parse(self.epilogue))
+        if dtype not in DTYPES:
+            raise SpecError(f"int4 activation dtype {dtype!r} is not one of {DTYPES}")
+        if self.weight not in WEIGHTS:
+            raise SpecError(f"int4 weight dtype {self.weight!r} is not one of {WEIGHTS} (s4 symmetric, u4 with zeros)")
+        for name in ("out_dtype", "residual_dtype", "bias_dtype"):
+            if getattr(self, name) not in OUTPUT_DTYPES:
+                raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
+        ep = self.epilogue
+        if ep.row_scale or ep.col_scale or ep.a_scale or ep.b_scale:
+            raise SpecError(f"int4 epilogue {ep.name!r}: the weight's scales live in the mainloop; the epilogue "
+                            "takes bias, an activation and a residual only")
+        if self.arch not in ARCHES:
+            raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
+        cfg = self.config
+        if not cfg.swap_ab:
+            raise SpecError("int4 kernels need config.swap_ab=True: the mixed-input mainloop converts its A "
+                            "operand in registers, so the weight is A and the kernel computes D^T = W . X^T")
+        if cfg.tile[2] not in TILE_K:
+            raise SpecError(f"int4 tile K {cfg.tile[2]} must be one of {TILE_K} (it must divide the group size)")
+        if cfg.schedule == "auto" or cfg.epilogue_tile is not None:
+            raise SpecError("int4 kernels name their schedule (cooperative, pingpong or warpspecialized) and "
+                            "leave the epilogue tile to CUTLASS")
+        if cfg.cluster[1] != 1:
+            # A cluster along the tokens would multicast the weight tile, which the mixed-input
+            # mainloop loads per CTA (its scales are never multicast).
+            raise SpecError(f"int4 cluster {cfg.cluster}: the token (N) extent must be 1")
+
+    @property
+    def uri(self) -> str:
+        dts = f"a-{self.dtype}_w-{self.weight}_d-{self.out_dtype}"
+        if self.epilogue.residual:
+            dts += f"_c-{self.residual_dtype}"
+        if self.epilogue.bias:
+            dts += f"_bias-{self.bias_dtype}"
+        pdl = "" if self.pdl else "_nopdl"
+        return f"int4_{self.arch}_{dts}_{self.config.name}{pdl}_ep-{self.epilogue.name.replace('+', '-')}"
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "Int4Spec":
+        m = _URI.match(uri)
+        if not m:
+            raise SpecError(f"{uri!r} is not an int4 kernel URI (like {cls().uri!r})")
+        g = m.groupdict()
+        spec = cls(g["a"], g["w"], g["d"], g["c"], g["bias"], Epilogue.parse(g["ep"].replace("-", "+")),
+                   TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"])
+        if spec.uri != uri:
+            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
+        return spec
+
+    def with_config(self, config: TileConfig) -> "Int4Spec":
+        return replace(self, config=config)
+
+    def supports_group(self, group_size: int, k: int) -> bool:
+        """Whether this kernel's k-tile can take scales in groups of ``group_size`` along K = ``k``
+        (CUTLASS: a group is whole k-tiles, or the whole K)."""
+        return group_size == k or group_size % self.config.tile[2] == 0
+
+
+_DT = r"[a-z0-9]+"
+_URI = re.compile(
+    rf"^int4_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_w-(?P<w>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
+    rf"(?:_bias-(?P<bias>{_DT}))?{TILE_URI}(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
+
+__all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "Int4Spec", "SCHEDULES", "TILE_K", "TILE_SCHEDULERS", "WEIGHTS"]

@@ -1,0 +1,486 @@
+"""W4A16: the int4 family's specs, the weight layout, quantize_int4, the GPTQ/AWQ importers and
+int4_linear.
+
+The CPU tests (spec, URI, render, tables, presets, packing, quantiser and importers against plain-torch
+dequantisations written from the format definitions, errors before any kernel) run everywhere; the
+ones marked gpu check against float64 on an sm_90 GPU (skipped without one) and need the
+'int4-gpu-tests' preset (`fused-gemm build --preset int4-gpu-tests`)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fused_gemm
+import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
+from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
+from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, config_for, spec_for, tile_k_for
+from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
+                                    pack_codes, quantize_int4, unpack_codes)
+
+DECODE = RULES["sm90a"][0].config
+FULL = "bias+gelu_tanh+residual"
+
+
+# -- specs, URIs, rendering, tables (CPU) -----------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(dtype="fp16", weight="u4", epilogue=FULL, config=RULES["sm90a"][2].config),
+    dict(weight="u4", epilogue="bias+silu", bias_dtype="fp32", pdl=False),
+    dict(epilogue="residual", residual_dtype="fp32", out_dtype="fp32", config=SWEEP_CONFIGS[2]),
+    dict(config=TileConfig((64, 16, 64), (1, 1, 1), "warpspecialized", swap_ab=True)),
+])
+def test_uri_round_trips(kwargs):
+    spec = Int4Spec(**kwargs)
+    assert spec.uri.startswith("int4_sm90a_") and Int4Spec.from_uri(spec.uri) == spec
+    assert spec_from_uri(spec.uri) == spec
+    assert f"_w-{spec.weight}_" in spec.uri
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(config=TileConfig((64, 16, 128), (1, 1, 1), "pingpong")), "swap_ab"),
+    (dict(config=TileConfig((64, 16, 256), (1, 1, 1), "pingpong", swap_ab=True)), "tile K"),
+    (dict(config=TileConfig((128, 16, 128), (1, 2, 1), "cooperative", swap_ab=True)), "cluster"),
+    (dict(config=TileConfig((128, 16, 128), (1, 1, 1), "auto", swap_ab=True)), "schedule"),
+    (dict(epilogue="row_scale+bias"), "bias, an activation and a residual"),
+    (dict(weight="e4m3"), "weight dtype"),
+    (dict(dtype="fp32"), "activation dtype"),
+    (dict(out_dtype="e4m3"), "out_dtype"),
+])
+def test_bad_specs_raise(kwargs, fragment):
+    with pytest.raises(SpecError, match=fragment):
+        Int4Spec(**kwargs)
+
+
+def test_render_picks_the_mixed_input_pieces():
+    src = render(Int4Spec("bf16", "u4", epilogue=FULL))
+    assert "using ElementA = cute::tuple<ElementQuant, ElementScale, ElementScale>;" in src
+    assert "using ElementQuant = cutlass::uint4b_t;" in src and "fused_gemm::Int4WeightLayout<ElementMma>" in src
+    assert "using LayoutCD = cutlass::layout::ColumnMajor;" in src and "KernelTmaWarpSpecializedPingpong>" in src
+    assert "Sm90ColBroadcast<0, TileShape, cutlass::bfloat16_t" in src     # bias: one value per kernel row (n)
+    assert "static constexpr bool kZeros = true;" in src and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in src
+    assert "typedef struct FgInt4Problem" in src
+    sym = render(Int4Spec("fp16", config=RULES["sm90a"][2].config))
+    assert "using ElementA = cute::tuple<ElementQuant, ElementScale>;" in sym and "cutlass::int4b_t" in sym
+    assert "cutlass::half_t" in sym and "KernelTmaWarpSpecializedCooperative>" in sym and "kZeros = false" in sym
+
+
+def test_cache_key_covers_the_gemm_headers():
+    from fused_gemm.generator.registry import FAMILIES
+    assert FAMILIES["int4"].csrc_folders == ("fused_gemm/common", "fused_gemm/int4", "fused_gemm/gemm")
+
+
+def test_pack_order_matches_the_abi():
+    from fused_gemm.generator.int4 import PROBLEM
+    from fused_gemm.int4.op import PACK_ORDER
+    assert PACK_ORDER == PROBLEM.names
+
+
+def test_table_rows_are_valid_and_tile_k_follows_the_group():
+    for rule in RULES["sm90a"]:
+        Int4Spec("bf16", "u4", epilogue=FULL, config=rule.config)
+    assert RULES["sm90a"][0].launch.pdl and RULES["sm90a"][0].max_m == 16
+    rule = RULES["sm90a"][1]                                   # tile K 128
+    assert [config_for(rule, g, 4096).tile[2] for g in (64, 128, 192, 256, 4096)] == [64, 128, 64, 128, 128]
+    assert config_for(rule, 4064, 4064).tile[2] == 128         # per channel: any K
+    assert tile_k_for(128, 4096, 64) == 64
+    for bad in (32, 48):   # CUTLASS's mixed-input mainloop needs k-tiles of 64 or more
+        with pytest.raises(ValueError, match="multiple of 64"):
+            tile_k_for(bad, 4096, 128)
+    assert spec_for("bf16", "s4", "none", 64, 4096, 1).supports_group(64, 4096)
+    assert spec_for("bf16", "s4", "none", 128, 4096, 4096).config == RULES["sm90a"][2].config
+
+
+M_VALUES = [1, 7, 40, 129, 4095]
+N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
+GROUP_M = [7, 129]
+GROUPS = [64, 128, K_TEST]
+
+
+def test_gpu_tests_preset_lists_every_kernel_they_run():
+    have = set(preset("int4-gpu-tests"))
+    need = {spec_for(d, w, FULL, 128, K_TEST, m) for d in ("bf16", "fp16") for w in ("s4", "u4") for m in M_VALUES}
+    need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
+    assert need <= have, sorted(s.uri for s in need - have)
+    assert set(preset("int4-bench")) <= have
+    assert {s.config for s in preset("int4-sweep")} == set(SWEEP_CONFIGS)
+    assert len(preset("int4-compile-ci")) == 1
+
+
+# -- the weight layout, quantiser and importers (CPU) -------------------------------------------------
+# What CUTLASS's compute_memory_reordering_atom<bfloat16_t, Layout<_1>, Layout<Shape<_2,_4>,Stride<_4,_1>>>
+# prints (a host program over csrc/fused_gemm/int4/sm90_int4.hpp's int4_reordering_atom), row n, column k.
+CUTLASS_ATOM_ROWS = [
+    [0, 4, 8, 12, 16, 20, 24, 28, 2, 6, 10, 14, 18, 22, 26, 30],
+    [1, 5, 9, 13, 17, 21, 25, 29, 3, 7, 11, 15, 19, 23, 27, 31],
+]
+
+
+def test_reorder_atom_is_cutlass_s():
+    atom = REORDER_ATOM.view(16, 16)
+    for n in range(16):
+        base = CUTLASS_ATOM_ROWS[n // 8]
+        assert atom[n].tolist() == [v + 32 * (n % 8) for v in base]
+    assert sorted(REORDER_ATOM.tolist()) == list(range(256))
+    # tile_to_shape(atom, (48, 64, 1)): N-blocks of 256 nibbles first, then K-blocks (printed offsets)
+    codes = torch.zeros(48, 64, dtype=torch.int8)
+    for (n, k), offset in {(17, 0): 288, (0, 17): 772, (32, 16): 1280}.items():
+        codes.zero_()
+        codes[n, k] = 5
+        packed = pack_codes(codes).view(-1)
+        assert packed.nonzero().view(-1).tolist() == [offset // 2] and packed[offset // 2] == 5 << (4 * (offset % 2))
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_pack_unpack_round_trip(signed):
+    lo, hi = (-8, 8) if signed else (0, 16)
+    codes = torch.randint(lo, hi, (96, 320), dtype=torch.int8)
+    packed = pack_codes(codes)
+    assert packed.dtype == torch.uint8 and packed.shape == (96, 160)
+    assert torch.equal(unpack_codes(packed, signed), codes)
+
+
+@pytest.mark.parametrize("group_size", [64, 128, None])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_quantize_int4_round_trip(dtype, symmetric, group_size):
+    n, k = 48, 256
+    w = (torch.randn(n, k) * torch.logspace(-2, 1, n)[:, None]).to(dtype)
+    w[3] = 0
+    q = quantize_int4(w, group_size, symmetric)
+    g = group_size or k
+    assert (q.N, q.K, q.group_size, q.symmetric) == (n, k, g, symmetric) and q.dtype == dtype
+    assert q.scales.shape == (k // g, n) and q.scales.is_contiguous() and (q.zeros is None) == symmetric
+    codes = q.codes()
+    assert int(codes.min()) >= (-8 if symmetric else 0) and int(codes.max()) <= (7 if symmetric else 15)
+    deq = q.dequantize(torch.float64)
+    step = q.scales.double().t().repeat_interleave(g, dim=1)     # [N, K]
+    err = (deq - w.double()).abs()
+    # Half a step, plus what rounding the scale (and the offset) to the activation dtype moves the grid by.
+    slack = 0.5 + (8 if symmetric else 32) * (2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11)
+    assert (err <= step * slack + 1e-6 * w.double().abs() + 1e-30).all(), float((err / step).max())
+    assert not deq[3].any()
+    # dequantize() is scale * code (+ offset), exactly
+    ref = codes.double() * step + (0 if symmetric else q.zeros.double().t().repeat_interleave(g, dim=1))
+    assert torch.equal(deq, ref)
+
+
+@pytest.mark.parametrize("call, error, fragment", [
+    (lambda: quantize_int4(torch.randn(48, 256), 128), TypeError, "dtype=torch.bfloat16"),
+    (lambda: quantize_int4(torch.randn(48, 256, dtype=torch.bfloat16), 192), ValueError, "K = 256 is not a multiple"),
+    (lambda: quantize_int4(torch.randn(48, 256, dtype=torch.bfloat16), 32), ValueError, "group_size 32 is not supported"),
+    (lambda: quantize_int4(torch.randn(48, 256, dtype=torch.bfloat16), 48), ValueError, "group_size 48"),
+    (lambda: quantize_int4(torch.randn(40, 256, dtype=torch.bfloat16), 128), ValueError, "N = 40"),
+    (lambda: quantize_int4(torch.randn(48, 80, dtype=torch.bfloat16), None), ValueError, "K = 80"),
+    (lambda: quantize_int4(torch.randn(48, 256, dtype=torch.bfloat16)[0], 128), ValueError, "2-D"),
+    (lambda: quantize_int4(torch.zeros(48, 256, dtype=torch.int8), 128), TypeError, "float weight"),
+    (lambda: quantize_int4(torch.randn(48, 256, dtype=torch.bfloat16), 128.0), TypeError, "group_size must be an int"),
+])
+def test_quantize_int4_refuses_bad_input(call, error, fragment):
+    with pytest.raises(error, match=fragment):
+        call()
+
+
+def test_int4_weight_checks_its_fields():
+    q = quantize_int4(torch.randn(32, 128, dtype=torch.bfloat16), 64)
+    with pytest.raises(ValueError, match="scales must be"):
+        Int4Weight(q.packed, q.scales[:1], None, 64, 32, 128)
+    with pytest.raises(ValueError, match="packed must be"):
+        Int4Weight(q.packed[:, :32], q.scales, None, 64, 32, 128)
+    with pytest.raises(ValueError, match="symmetric weight has no zeros"):
+        Int4Weight(q.packed, q.scales, q.scales, 64, 32, 128, symmetric=True)
+    with pytest.raises(TypeError, match="bfloat16 or float16"):
+        Int4Weight(q.packed, q.scales.float(), None, 64, 32, 128)
+
+
+# Plain-torch packers and dequantisers written from the format definitions (one Python int per word).
+def _pack_words(values, along_rows: bool, order=tuple(range(8))):
+    """int codes [R, C] -> int32 words packing 8 consecutive rows (along_rows) or columns; nibble i of
+    a word holds element 8 * w + order[i]."""
+    v = values if along_rows else values.t()
+    r, c = v.shape
+    out = torch.zeros(r // 8, c, dtype=torch.int64)
+    for i in range(8):
+        out |= (v[order[i]::8].to(torch.int64) & 0xF) << (4 * i)
+    out = torch.where(out >= 2 ** 31, out - 2 ** 32, out).to(torch.int32)
+    return out if along_rows else out.t().contiguous()
+
+
+def _word_nibble(word: int, i: int) -> int:
+    return (word >> (4 * i)) & 0xF
+
+
+def gptq_reference(qweight, scales, qzeros, offset=1):
+    """dequant W [N, K] in float64: w[k, n] = scale[g, n] * (q[k, n] - (z[g, n] + offset)), q[k, n] =
+    nibble k % 8 of qweight[k // 8, n], z[g, n] = nibble n % 8 of qzeros[g, n // 8]."""
+    k, n = qweight.shape[0] * 8, qweight.shape[1]
+    g = k // scales.shape[0]
+    qw, qz, s = qweight.tolist(), qzeros.tolist(), scales.double().tolist()
+    w = torch.empty(k, n, dtype=torch.float64)
+    for kk in range(k):
+        for nn in range(n):
+            q = _word_nibble(qw[kk // 8][nn] & 0xFFFFFFFF, kk % 8)
+            z = _word_nibble(qz[kk // g][nn // 8] & 0xFFFFFFFF, nn % 8) + offset
+            w[kk, nn] = s[kk // g][nn] * (q - z)
+    return w.t()
+
+
+def awq_reference(qweight, scales, qzeros):
+    """AWQ: column n of word c = n // 8 sits in the nibble i with AWQ_ORDER[i] = n % 8."""
+    k, n = qweight.shape[0], qweight.shape[1] * 8
+    g = k // scales.shape[0]
+    qw, qz, s = qweight.tolist(), qzeros.tolist(), scales.double().tolist()
+    w = torch.empty(k, n, dtype=torch.float64)
+    for kk in range(k):
+        for nn in range(n):
+            i = AWQ_ORDER.index(nn % 8)
+            q = _word_nibble(qw[kk][nn // 8] & 0xFFFFFFFF, i)
+            z = _word_nibble(qz[kk // g][nn // 8] & 0xFFFFFFFF, i)
+            w[kk, nn] = s[kk // g][nn] * (q - z)
+    return w.t()
+
+
+def _checkpoint(k=256, n=48, g=64, symmetric=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 16, (k, n), generator=gen)
+    # zero points 1..15: the classic GPTQ format stores zero - 1 in a nibble (a zero point 0 reads back as 16)
+    zp = torch.full((k // g, n), 8) if symmetric else torch.randint(1, 16, (k // g, n), generator=gen)
+    scales = (torch.rand(k // g, n, generator=gen) * 0.02 + 0.001).half()
+    return codes, zp, scales
+
+
+def _assert_matches(w: Int4Weight, ref, scales):
+    """Scales converted to another dtype move each value by up to 15 half-ulps of the scale, offsets
+    (-scale * zero rounded to the scales' dtype) by half an ulp of |scale * zero| <= 16 scale."""
+    deq = w.dequantize(torch.float64)
+    g = w.group_size
+    bound = (scales.double().t().repeat_interleave(g, dim=1) * 32) * 2.0 ** -(8 if w.dtype == torch.bfloat16 else 11)
+    assert ((deq - ref).abs() <= bound).all(), float((deq - ref).abs().max())
+
+
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_gptq_importer_matches_the_format(dtype):
+    codes, zp, scales = _checkpoint()
+    qweight = _pack_words(codes, along_rows=True)                       # [K/8, N]
+    qzeros = _pack_words(zp - 1, along_rows=False)                      # classic format: stored = zero - 1
+    w = int4_from_gptq(qweight, scales, qzeros, torch.arange(256) // 64, dtype=dtype)
+    assert not w.symmetric and w.group_size == 64 and (w.N, w.K) == (48, 256)
+    assert w.dtype == (dtype or torch.float16)
+    assert torch.equal(w.codes().t().to(torch.int64), codes)
+    _assert_matches(w, gptq_reference(qweight, scales, qzeros), scales)
+    v2 = int4_from_gptq(qweight, scales, _pack_words(zp, along_rows=False), zero_offset=0)
+    assert torch.equal(v2.dequantize(), int4_from_gptq(qweight, scales, qzeros).dequantize())
+
+
+def test_gptq_symmetric_checkpoints_become_s4():
+    codes, zp, scales = _checkpoint(symmetric=True)
+    qweight, qzeros = _pack_words(codes, True), _pack_words(zp - 1, False)
+    w = int4_from_gptq(qweight, scales, qzeros)
+    assert w.symmetric and w.zeros is None
+    assert torch.equal(w.dequantize(torch.float64), gptq_reference(qweight, scales, qzeros))   # exact
+
+
+def test_gptq_act_order_and_bad_tensors_are_refused():
+    codes, zp, scales = _checkpoint()
+    qweight, qzeros = _pack_words(codes, True), _pack_words(zp - 1, False)
+    with pytest.raises(ValueError, match="act-order"):
+        int4_from_gptq(qweight, scales, qzeros, torch.randperm(256) // 64)
+    with pytest.raises(TypeError, match="int32"):
+        int4_from_gptq(qweight.long(), scales, qzeros)
+    with pytest.raises(ValueError, match=r"qzeros has shape"):
+        int4_from_gptq(qweight, scales, qzeros[:, :3])
+    with pytest.raises(ValueError, match="scales has shape"):
+        int4_from_gptq(qweight, scales[:, :40], qzeros)
+    with pytest.raises(TypeError, match="bfloat16 or float16"):
+        int4_from_gptq(qweight, scales.float(), qzeros)
+
+
+def test_awq_importer_matches_the_format():
+    codes, zp, scales = _checkpoint(seed=1)
+    qweight = _pack_words(codes, along_rows=False, order=AWQ_ORDER)      # [K, N/8]
+    qzeros = _pack_words(zp, along_rows=False, order=AWQ_ORDER)          # [K/g, N/8]
+    w = int4_from_awq(qweight, scales, qzeros)
+    assert not w.symmetric and w.group_size == 64 and qweight.shape == (256, 6)
+    assert torch.equal(w.codes().t().to(torch.int64), codes)
+    _assert_matches(w, awq_reference(qweight, scales, qzeros), scales)
+    with pytest.raises(ValueError, match="qweight"):
+        int4_from_awq(qweight[0], scales, qzeros)
+
+
+# -- the ops without a GPU ----------------------------------------------------------------------
+def test_fake_kernel_gives_shape_and_dtype():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        x = torch.empty(2, 3, 256, dtype=torch.float16)
+        y = torch.ops.fused_gemm.int4_linear(x, torch.empty(64, 128, dtype=torch.uint8),
+                                             torch.empty(2, 64, dtype=torch.float16), None, 128, None, "silu", None)
+        assert y.shape == (2, 3, 64) and y.dtype == torch.float16
+
+
+def test_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):
+    monkeypatch.setenv("FUSED_GEMM_NO_JIT", "1")     # nothing may be built or loaded on the way to the error
+    w = quantize_int4(torch.randn(32, 256, dtype=torch.bfloat16), 128)
+    x = torch.randn(4, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="x is on cpu"):
+        fused_gemm.int4_linear(x, w)
+    with pytest.raises(TypeError, match="w must be a fused_gemm.Int4Weight"):
+        fused_gemm.int4_linear(x, w.packed)
+    with pytest.raises(ValueError, match="x has K = 128"):
+        fused_gemm.int4_linear(x[:, :128], w)
+    with pytest.raises(TypeError, match="w.scales has dtype torch.bfloat16, but x is torch.float16"):
+        fused_gemm.int4_linear(x.half(), w)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        fused_gemm.int4_linear([1.0], w)
+    with pytest.raises(ValueError, match="group_size 48"):
+        torch.ops.fused_gemm.int4_linear(x, w.packed, w.scales, None, 48, None, None, None)
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+TOL = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def make_weight(n, k, group, symmetric, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=gen) / k ** 0.5
+    return quantize_int4(w.to(dtype), group, symmetric).to("cuda")
+
+
+def reference(x, w: Int4Weight, bias=None, activation="identity", residual=None):
+    """float64, from the dequantised weight."""
+    acc = x.double().reshape(-1, w.K) @ w.dequantize(torch.float64).T
+    if bias is not None:
+        acc = acc + bias.double()
+    if activation == "gelu_tanh":
+        acc = F.gelu(acc, approximate="tanh")
+    acc = acc.reshape(*x.shape[:-1], w.N)
+    return acc + residual.double() if residual is not None else acc
+
+
+def assert_close(got, ref, tol):
+    assert not torch.isnan(got).any(), "some output elements were never written (NaN poison survived)"
+    err = ((got.double() - ref).norm() / ref.norm()).item()
+    assert err < tol, f"relative error {err:.2e} > {tol:.0e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", M_VALUES)
+@pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_int4_linear_matches_float64(dtype, symmetric, m):
+    dt = DTYPES[dtype]
+    w = make_weight(N_TEST, K_TEST, 128, symmetric, dt, seed=m)
+    x = torch.randn(m, K_TEST, dtype=dt, device="cuda")
+    bias = torch.randn(N_TEST, dtype=dt, device="cuda")
+    residual = torch.randn(m, N_TEST, dtype=dt, device="cuda")
+    out = torch.full((m, N_TEST), float("nan"), dtype=dt, device="cuda")
+    got = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual, out=out)
+    assert got is out
+    ref = reference(x, w, bias, "gelu_tanh", residual)
+    assert_close(got, ref, TOL[dt])
+    fresh = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual)
+    assert fresh.dtype == dt and fresh.shape == (m, N_TEST)
+    assert_close(fresh, ref, TOL[dt])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", GROUP_M)
+@pytest.mark.parametrize("group", GROUPS, ids=["g64", "g128", "per-channel"])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
+def test_group_sizes(symmetric, group, m):
+    w = make_weight(N_TEST, K_TEST, group, symmetric, torch.bfloat16, seed=group)
+    x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
+    out = torch.full((m, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(fused_gemm.int4_linear(x, w, out=out), reference(x, w), TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+def test_in_place_residual_and_batched_input():
+    w = make_weight(N_TEST, K_TEST, 128, False, torch.bfloat16)
+    x = torch.randn(2, 20, K_TEST, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
+    r = torch.randn(2, 20, N_TEST, dtype=torch.bfloat16, device="cuda")
+    ref = reference(x, w, bias, "gelu_tanh", r)
+    got = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual=r, out=r)
+    assert got is r and got.shape == (2, 20, N_TEST)
+    assert_close(got, ref, TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16])
+def test_cuda_graph_capture_and_replay(m):
+    """int4_linear captured once, replayed on fresh inputs (and fresh weights in the same buffers)."""
+    w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
+    x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
+    r = torch.randn(m, N_TEST, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(m, N_TEST, dtype=torch.bfloat16, device="cuda")
+    fused_gemm.int4_linear(x, w, bias, "gelu_tanh", r, out=out)      # load and prepare outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fused_gemm.int4_linear(x, w, bias, "gelu_tanh", r, out=out)
+    for seed in range(3):
+        x.copy_(torch.randn_like(x))
+        r.copy_(torch.randn_like(r))
+        fresh = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16, seed=seed + 10)
+        w.packed.copy_(fresh.packed)
+        w.scales.copy_(fresh.scales)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, reference(x, w, bias, "gelu_tanh", r), TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["gptq", "awq"])
+def test_imported_checkpoints_run(fmt):
+    codes, zp, scales = _checkpoint(k=K_TEST, n=N_TEST, g=128, seed=3)
+    scales = scales * 0 + 0.05 / (K_TEST ** 0.5)
+    if fmt == "gptq":
+        w = int4_from_gptq(_pack_words(codes, True), scales, _pack_words(zp - 1, False), dtype=torch.bfloat16)
+    else:
+        w = int4_from_awq(_pack_words(codes, False, AWQ_ORDER), scales, _pack_words(zp, False, AWQ_ORDER),
+                          dtype=torch.bfloat16)
+    w = w.to("cuda")
+    x = torch.randn(7, K_TEST, dtype=torch.bfloat16, device="cuda")
+    assert_close(fused_gemm.int4_linear(x, w), reference(x, w), TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+def test_torch_compile_fullgraph_and_the_ops():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
+
+    def f(x):
+        return fused_gemm.int4_linear(x, w)
+    x = torch.randn(9, K_TEST, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad():
+        eager, compiled = f(x), torch.compile(f, fullgraph=True)(x)
+    assert not torch._dynamo.utils.counters["graph_break"]
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    out = torch.full((9, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
+    torch.ops.fused_gemm.int4_linear_out(x, w.packed, w.scales, None, 128, None, None, None, out)
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_bad_gpu_inputs_name_the_argument():
+    w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
+    x = torch.randn(7, K_TEST, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(TypeError, match="int4_linear takes bfloat16 or float16|x is torch.float32"):
+        fused_gemm.int4_linear(x.float(), w)
+    with pytest.raises(ValueError, match="bias has shape"):
+        fused_gemm.int4_linear(x, w, torch.zeros(N_TEST + 1, dtype=torch.bfloat16, device="cuda"), "gelu_tanh",
+                               torch.zeros(7, N_TEST, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(ValueError, match="residual has shape"):
+        fused_gemm.int4_linear(x, w, torch.zeros(N_TEST, dtype=torch.bfloat16, device="cuda"), "gelu_tanh",
+                               torch.zeros(8, N_TEST, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(TypeError, match="out has dtype"):
+        fused_gemm.int4_linear(x, w, out=torch.empty(7, N_TEST, device="cuda"))
+    with pytest.raises(ValueError, match="activation"):
+        fused_gemm.int4_linear(x, w, activation="tanh")
+    with pytest.raises(ValueError, match="w.packed is on cpu|is on cpu"):
+        fused_gemm.int4_linear(x, w.to("cpu"))
+    with pytest.raises(ValueError, match="out overlaps x"):
+        big = torch.empty(7, K_TEST + N_TEST, dtype=torch.bfloat16, device="cuda")
+        fused_gemm.int4_linear(big[:, :K_TEST], w, out=big[:, K_TEST - 16:K_TEST - 16 + N_TEST])
