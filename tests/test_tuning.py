@@ -92,7 +92,17 @@ def test_sweep_plan_times_each_shape_once():
 
 
 def test_cli_has_sweep_tune_and_plot():
+    import subprocess
+    import sys
+    from fused_gemm.bench.models import SWEEP_OPS
+    from fused_gemm.bench.ops import OPS
     from fused_gemm.cli import main
+    assert tuple(OPS) == SWEEP_OPS
+    # the generator's commands share the parser: building it must not import torch
+    code = ("import sys, fused_gemm.bench.cli, fused_gemm.cli; from fused_gemm.generator import cli; "
+            "cli.parser(fused_gemm.bench.cli.add_commands); assert 'torch' not in sys.modules, 'torch imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
     for command in ("sweep", "tune", "plot"):
         with pytest.raises(SystemExit) as exc:
             main([command, "--help"])

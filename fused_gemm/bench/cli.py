@@ -1,12 +1,14 @@
-"""The `fused-gemm sweep`, `tune` and `plot` commands (they time on the GPU, so they live with the runtime)."""
+"""The `fused-gemm sweep`, `tune` and `plot` commands (they time on the GPU, so they live with the runtime).
+
+Importing this module imports no torch: the generator's commands (codegen, build, info) share the
+parser and must run on a machine without it."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import List
 
-from .models import M_VALUES, PRESETS
-from .ops import op_names
+from .models import M_VALUES, PRESETS, SWEEP_OPS
 
 _DEFAULT_TUNE_PRESETS = ("llama3-8b", "square-8192")
 
@@ -69,7 +71,7 @@ def cmd_tune(args) -> int:
 
 def add_commands(sub) -> None:
     p = sub.add_parser("sweep", help="time ops x shape presets x M against torch baselines (GPU); CSV, JSON, plots")
-    p.add_argument("--op", action="append", choices=op_names(), help="repeatable; default linear")
+    p.add_argument("--op", action="append", choices=SWEEP_OPS, help="repeatable; default linear")
     p.add_argument("--preset", action="append", help=f"repeatable; {', '.join(PRESETS)} or custom:NxK,...")
     p.add_argument("--m", help=f"comma-separated M values (default {','.join(map(str, M_VALUES))})")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))

@@ -40,6 +40,7 @@ MODELS: Dict[str, Model] = {
 }
 SQUARE: Dict[str, List[Layer]] = {"square-8192": [("square", 8192, 8192)], "square-4096": [("square", 4096, 4096)]}
 M_VALUES = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+SWEEP_OPS = ("linear", "gated")   # the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
 PRESETS = sorted(MODELS) + sorted(SQUARE)
 
 

@@ -6,7 +6,7 @@ An op is a function (shape, M, dtype, options) -> Case; OPS names them for the C
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -186,9 +186,3 @@ OPS: Dict[str, SweepOp] = {
 }
 
 
-def op_names() -> Tuple[str, ...]:
-    return tuple(OPS)
-
-
-def get(name: str) -> Optional[SweepOp]:
-    return OPS.get(name)

@@ -66,7 +66,9 @@ def tuned_tables_enabled() -> bool:
     return os.environ.get("FUSED_GEMM_TUNED", "1") not in ("0", "")
 
 
-def _rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
+def gemm_rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
+    """The tile config and launch options for (dtype, N, K, M bucket) on x's GPU: the tuned table's
+    entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too)."""
     m = M_BUCKETS[min(bucket, len(M_BUCKETS) - 1)]
     rule = None
     if tuned_tables_enabled():
@@ -89,7 +91,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
                             activation=act, residual=residual_dtype is not None)
         a_dtype = dtype_name("x", dtype)
-        rule = _rule(x, a_dtype, n, k, bucket)
+        rule = gemm_rule(x, a_dtype, n, k, bucket)
         spec = GemmSpec(a_dtype, out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)

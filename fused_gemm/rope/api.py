@@ -7,13 +7,16 @@
 from __future__ import annotations
 
 import warnings
+from bisect import bisect_left as _bisect
 from typing import Optional, Tuple
 
 import torch
 
 from .. import checks, jit
-from ..generator import LaunchOptions
+from ..generator import LaunchOptions, SpecError
 from ..generator.gemm import heuristics
+from ..generator.gemm.tuned import M_BUCKETS
+from ..gemm.linear import gemm_rule
 from ..generator.rope import RopeSpec
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
@@ -23,14 +26,23 @@ Tensor = torch.Tensor
 _selection = jit.Selection("qkv_rope")
 
 
-def select(x, bias, head_dim, rotary_dim, style, m) -> Tuple[RopeOp, LaunchOptions]:
-    row = heuristics.row_index("sm90a", m)
+def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp, LaunchOptions]:
+    """The kernel for this call: the GEMM that ``linear`` runs for the same weight shape and M bucket
+    (the tuned table of this GPU, else the heuristic), with the rotary epilogue; a tuned tile the rope
+    epilogue cannot take (a head must fit whole column tiles) falls back to the heuristic's."""
+    bucket = _bisect(M_BUCKETS, m)
+    k = x.shape[-1] if x.dim() else -1
 
     def choose():
-        rule = heuristics.RULES["sm90a"][row]
-        spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
-        return jit.compile(spec), rule.launch
-    return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, row), "x", x, choose)
+        dtype = DTYPE_NAMES[x.dtype]
+        for rule in (gemm_rule(x, dtype, n, k, bucket), heuristics.pick("sm90a", m)):
+            try:
+                spec = RopeSpec(dtype, head_dim, rotary_dim, style, bias is not None, config=rule.config)
+            except SpecError:
+                continue
+            return jit.compile(spec), rule.launch
+        raise SpecError(f"no rope kernel for head_dim {head_dim} with the table's tiles")
+    return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket), "x", x, choose)
 
 
 def _qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,
@@ -39,7 +51,8 @@ def _qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2:
         raise ValueError(f"x must be [T, K], got shape {tuple(x.shape)}")
-    op, launch = select(x, bias, head_dim, rotary_dim or head_dim, style, x.shape[0])
+    op, launch = select(x, bias, head_dim, rotary_dim or head_dim, style, x.shape[0],
+                        weight.shape[0] if isinstance(weight, Tensor) and weight.dim() == 2 else -1)
     return op.run(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, None, None, None, launch,
                   check_positions)
 
