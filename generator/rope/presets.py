@@ -24,26 +24,16 @@ def _gpu_tests() -> List[RopeSpec]:
     return specs
 
 
-def _tuned_for(n: int, k: int, dtype: str = "bf16", head_dim: int = 128) -> list:
-    """The rope kernels and plain GEMMs the shipped tuned tables pick for one QKV weight shape (what
-    qkv_rope and linear run there); tiles the rope epilogue cannot take are left to the heuristic."""
-    from ..errors import SpecError
+def _tuned_gemms(n: int, k: int, dtype: str = "bf16") -> list:
+    """The plain GEMMs the shipped tuned tables pick for one weight shape (what linear runs there)."""
     from ..gemm import tuned
     from ..gemm.spec import GemmSpec
-    specs: list = []
-    for gpu in ("h100", "h200"):
-        table = tuned.load(gpu)
-        for rule in (table.rules(dtype, n, k) or ()) if table else ():
-            specs.append(GemmSpec(dtype, epilogue="none", config=rule.config))
-            try:
-                specs.append(RopeSpec(dtype, head_dim, 0, "neox", False, config=rule.config))
-            except SpecError:
-                pass
-    return specs
+    return [GemmSpec(dtype, epilogue="none", config=rule.config) for gpu in ("h100", "h200")
+            for rule in ((tuned.load(gpu).rules(dtype, n, k) or ()) if tuned.load(gpu) else ())]
 
 
 PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {
     "rope-tests": _gpu_tests,
     # with the plain GEMMs perf/bench_rope.py compares against
-    "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_for(6144, 4096),
+    "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_gemms(6144, 4096),
 }
