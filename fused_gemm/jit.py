@@ -86,8 +86,8 @@ def warmup(*items: Item, device: Optional[Union[int, torch.device]] = None, jobs
     that their first call may happen inside a CUDA-graph capture.  Items are specs, kernel URIs or
     preset names.  Returns the ops."""
     specs = list(dict.fromkeys(_specs(items)))
-    if not no_jit():
-        build_many(specs, jobs=jobs, progress=False)
+    if not no_jit():   # what $FUSED_GEMM_PREBUILT_DIR holds needs no toolchain
+        build_many([s for s in specs if find_prebuilt(s) is None], jobs=jobs, progress=False)
     ops = [compile(s) for s in specs]
     if device is None:
         index = torch.cuda.current_device()

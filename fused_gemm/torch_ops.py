@@ -29,3 +29,8 @@ def define(name: str, schema: str, impl, fake) -> None:
     qualname = f"fused_gemm::{name}"
     torch.library.impl(qualname, ("cpu", "cuda"), impl, lib=LIBRARY)
     torch.library.register_fake(qualname, fake, lib=LIBRARY)
+
+
+def no_output(*args) -> None:
+    """The fake kernel of an ``_out`` op: it writes its ``out`` argument and returns nothing."""
+    return None

@@ -58,11 +58,15 @@ def cmd_tune(args) -> int:
     from .models import unique_shapes
     from .tune import tune, write, write_measurements
     shapes = [(n, k) for _, n, k in unique_shapes(args.preset or _DEFAULT_TUNE_PRESETS)]
+    raw = _results_dir(args.results) / f"tune_{args.dtype}.measurements.json"
     table, cells = tune(shapes, _ints(args.m) if args.m else M_VALUES, _dtype(args.dtype), minimal=args.minimal,
-                        tolerance=args.tolerance, build=not args.no_build, jobs=args.jobs, progress=not args.quiet)
+                        tolerance=args.tolerance, build=not args.no_build, jobs=args.jobs, progress=not args.quiet,
+                        on_measured=lambda cells: write_measurements(cells, raw))
     path = write(table, args.out)
-    write_measurements(cells, _results_dir(args.results) / f"tune_{args.dtype}.measurements.json")
     for c in cells:
+        if c.final is None:
+            print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} no entry (no candidate passed): the heuristic serves it")
+            continue
         (name, launch), speedup = c.final
         print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} {speedup:6.3f}x torch.mm  {name} {launch}")
     print(f"{len(cells)} cells, {table.meta['kernels']} kernels -> {path}")
@@ -88,7 +92,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_plot)
     p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
     p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)}")
-    p.add_argument("--m", help="comma-separated M buckets (default: all)")
+    p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: all)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     p.add_argument("--minimal", action="store_true", help="fewest kernels within --tolerance of the best per shape")
     p.add_argument("--tolerance", type=float, default=0.02)

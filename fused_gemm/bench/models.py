@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+from ..generator.gemm.tuned import M_BUCKETS
+
 Layer = Tuple[str, int, int]
 
 
@@ -39,7 +41,7 @@ MODELS: Dict[str, Model] = {
     "qwen2.5-7b": Model(3584, 28, 4, 128, 18944),
 }
 SQUARE: Dict[str, List[Layer]] = {"square-8192": [("square", 8192, 8192)], "square-4096": [("square", 4096, 4096)]}
-M_VALUES = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+M_VALUES = M_BUCKETS              # the sweep's default M: the buckets the tables are tuned at
 SWEEP_OPS = ("linear", "gated")   # the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
 PRESETS = sorted(MODELS) + sorted(SQUARE)
 

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -142,10 +142,11 @@ def minimal_configs(cells: Sequence[Cell], tolerance: float) -> List[str]:
     """Greedy set cover: fewest configs such that every cell has one within tolerance of its best."""
     near: List[set] = []
     for c in cells:
-        best = min(c.times.values())
-        near.append({v[0] for v, t in c.times.items() if t <= best * (1 + tolerance)})
+        if c.times:    # a cell where nothing ran is left to the heuristic
+            best = min(c.times.values())
+            near.append({v[0] for v, t in c.times.items() if t <= best * (1 + tolerance)})
     chosen: List[str] = []
-    uncovered = set(range(len(cells)))
+    uncovered = set(range(len(near)))
     while uncovered:
         counts: Dict[str, int] = {}
         for i in uncovered:
@@ -158,25 +159,34 @@ def minimal_configs(cells: Sequence[Cell], tolerance: float) -> List[str]:
 
 
 def confirm(cell: Cell, dtype: torch.dtype, allowed: Optional[set]) -> None:
-    """Pass 3: the pick and the runner-up again, with more repetitions; the winner checked."""
+    """Pass 3: the pick and the runner-up again, with more repetitions; the winner checked against
+    float64 (then the rest, in measured order, if both fail).  A cell where nothing passes keeps no
+    entry (the heuristic serves it) and says so."""
     io = Cells(dtype, cell.n, cell.k, cell.m)
-    ranked = sorted(((t, v) for v, t in cell.times.items() if allowed is None or v[0] in allowed), key=lambda p: p[0])
-    pool = [v for _, v in ranked[:2]]
-    times = io.time(pool, reps=15)
+    ranked = [v for _, v in sorted(((t, v) for v, t in cell.times.items() if allowed is None or v[0] in allowed),
+                                   key=lambda p: p[0])]
+    times = io.time(ranked[:2], reps=15) if ranked else {}
+    order = sorted(ranked[:2], key=lambda v: times[v]) + ranked[2:]
     tol = TOLERANCE[dtype]
-    for variant in sorted(pool, key=lambda v: times[v]):
+    for variant in order:
         err = io.error(variant)
         if err <= tol:
-            cell.final = (variant, 1.0 / times[variant])
+            cell.final = (variant, 1.0 / times.get(variant, cell.times[variant]))
             return
         print(f"  {variant[0]} {variant[1]} fails the float64 check at {cell.n}x{cell.k} M={cell.m}: {err:.2e}",
               file=sys.stderr)
-    raise RuntimeError(f"no candidate passed the float64 check at N={cell.n} K={cell.k} M={cell.m}")
+    print(f"  no candidate passed at N={cell.n} K={cell.k} M={cell.m}: left to the heuristic", file=sys.stderr)
 
 
 def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtype = torch.bfloat16,
          minimal: bool = False, tolerance: float = 0.02, build: bool = True, jobs: Optional[int] = None,
-         progress: bool = True) -> Tuple[TunedTable, List[Cell]]:
+         progress: bool = True, on_measured: Optional[Callable[[Sequence[Cell]], None]] = None
+         ) -> Tuple[TunedTable, List[Cell]]:
+    """``on_measured(cells)`` runs after passes 1-2 and again at the end (the CLI saves the raw
+    timings there, so an interrupted or failed pass 3 loses nothing)."""
+    bad = [m for m in ms if m not in tuned.M_BUCKETS]
+    if bad:
+        raise ValueError(f"M values {bad} are not buckets of the tuned tables {tuned.M_BUCKETS}")
     dname = _DTYPE[dtype]
     if build:
         build_many(candidate_specs(dname, ms), jobs=jobs, progress=progress)
@@ -190,18 +200,23 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
             sys.stderr.flush()
         measure(cell, dtype)
         torch.cuda.empty_cache()
+    if on_measured:
+        on_measured(cells)
     allowed = set(minimal_configs(cells, tolerance)) if minimal else None
     for cell in cells:
         confirm(cell, dtype, allowed)
         torch.cuda.empty_cache()
     if progress:
         sys.stderr.write("\n")
+    if on_measured:
+        on_measured(cells)
+    done = [c for c in cells if c.final is not None]
     env = environment.describe()
     meta = {"measured": env["date"], "gpu": env["gpu"], "driver": env.get("driver"), "torch": env["torch"],
             "epilogue": TUNE_EPILOGUE, "minimal": minimal, "tolerance": tolerance,
-            "kernels": len({c.final[0][0] for c in cells})}
+            "kernels": len({c.final[0][0] for c in done})}
     entries = tuple(Entry(dname, c.n, c.k, c.m, TileConfig.from_name(c.final[0][0]), c.final[0][1], c.final[1])
-                    for c in cells)
+                    for c in done)
     return TunedTable(environment.gpu_slug(), meta, entries), cells
 
 
@@ -221,12 +236,16 @@ def write(table: TunedTable, path: Optional[Path] = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(merge(existing, table).to_json())
     tuned.load.cache_clear()
+    from ..gemm import linear     # choices memoised from the old table
+    from ..rope import api as rope_api
+    linear._selection.clear()
+    rope_api._selection.clear()
     return path
 
 
 def write_measurements(cells: Sequence[Cell], path: Path) -> None:
     """Every variant's measured time over torch.mm, for a later look at what the tuner saw."""
-    raw = [{"n": c.n, "k": c.k, "m": c.m, "final": [c.final[0][0], str(c.final[0][1]), c.final[1]],
+    raw = [{"n": c.n, "k": c.k, "m": c.m, "final": [c.final[0][0], str(c.final[0][1]), c.final[1]] if c.final else None,
             "ours_over_mm": {f"{v[0]} {v[1]}": round(t, 4) for v, t in sorted(c.times.items(), key=lambda p: p[1])}}
            for c in cells]
     path.parent.mkdir(parents=True, exist_ok=True)

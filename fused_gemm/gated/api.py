@@ -20,7 +20,7 @@ from ..generator.gated import GatedSpec
 from ..generator.gated import heuristics
 from ..generator.gemm.spec import ACTIVATIONS
 from ..kernel_op import dtype_name
-from ..torch_ops import _dispatch_modes, _is_compiling, define
+from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import GatedOp, pack_gate_up
 
 Tensor = torch.Tensor
@@ -123,11 +123,8 @@ def _out_impl(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, 
     _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, None, out)
 
 
-def _no_output(*args) -> None:
-    return None
-
 
 _ARGS = ("Tensor x, Tensor weight, Tensor? bias_gate, Tensor? bias_up, str activation, Tensor? residual, "
          "float alpha, float beta")
 define("gated_linear", f"({_ARGS}, ScalarType? out_dtype) -> Tensor", _impl, _fake)
-define("gated_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _out_impl, _no_output)
+define("gated_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _out_impl, no_output)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-from bisect import bisect_left as _bisect
 from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
@@ -22,10 +21,10 @@ import torch
 from .. import checks, jit
 from ..generator import Epilogue, GemmSpec, LaunchOptions, SpecError
 from ..generator.gemm import heuristics, tuned
-from ..generator.gemm.tuned import M_BUCKETS
+from ..generator.gemm.tuned import M_BUCKETS, bucket_of
 from ..generator.gemm.launch import DECOMPOSITION, RASTER, REDUCTION
 from ..generator.gemm.spec import ACTIVATIONS
-from ..torch_ops import _dispatch_modes, _is_compiling, define
+from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from ..kernel_op import TORCH_DTYPES, dtype_name
 from .op import GemmOp
 
@@ -46,7 +45,7 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
            ) -> Tuple[GemmOp, LaunchOptions]:
     """The op (and launch options) for this call's dtypes, epilogue, weight shape and M bucket;
     memoised, so the tuned-table lookup costs a dict hit per call."""
-    bucket = _bisect(M_BUCKETS, m)
+    bucket = bucket_of(m)
     try:
         key = (x.dtype, activation, None if bias is None else bias.dtype,
                None if residual is None else residual.dtype, row_scale is None, col_scale is None, out_dtype,
@@ -69,13 +68,11 @@ def tuned_tables_enabled() -> bool:
 def gemm_rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
     """The tile config and launch options for (dtype, N, K, M bucket) on x's GPU: the tuned table's
     entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too)."""
-    m = M_BUCKETS[min(bucket, len(M_BUCKETS) - 1)]
+    m = M_BUCKETS[bucket]
     rule = None
     if tuned_tables_enabled():
         rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), dtype, n, k, m)
-    if rule is None:
-        rule = heuristics.pick("sm90a", m if bucket < len(M_BUCKETS) else M_BUCKETS[-1] + 1)
-    return rule
+    return rule if rule is not None else heuristics.pick("sm90a", m)
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
@@ -221,11 +218,8 @@ def _gemm_out_impl(uri, launch, x, weight, bias, residual, alpha, beta, row_scal
     op.run(x, weight, bias, residual, row_scale, col_scale, alpha, beta, None, out, _launch_from_abi(launch))
 
 
-def _no_output(*args) -> None:
-    return None
-
 
 define("linear", f"({_ARGS}, ScalarType? out_dtype) -> Tensor", _linear_impl, _linear_fake)
-define("linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, _no_output)
+define("linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, no_output)
 define("gemm", f"({_GEMM_ARGS}, ScalarType? out_dtype) -> Tensor", _gemm_impl, _gemm_fake)
-define("gemm_out", f"({_GEMM_ARGS}, Tensor(a!) out) -> ()", _gemm_out_impl, _no_output)
+define("gemm_out", f"({_GEMM_ARGS}, Tensor(a!) out) -> ()", _gemm_out_impl, no_output)

@@ -21,7 +21,7 @@ from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
 from ..generator.int4.heuristics import RULES, spec_for
 from ..kernel_op import dtype_name
-from ..torch_ops import _dispatch_modes, _is_compiling, define
+from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import Int4Op
 from .weight import Int4Weight, check_group_size
 
@@ -130,9 +130,6 @@ def _linear_out_impl(x, packed, scales, zeros, group_size, bias, activation, res
     _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out)
 
 
-def _no_output(*args) -> None:
-    return None
-
 
 define("int4_linear", f"({_ARGS}) -> Tensor", _linear_impl, _linear_fake)
-define("int4_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, _no_output)
+define("int4_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, no_output)

@@ -31,7 +31,7 @@ from ..generator.gemm.heuristics import FP8_RULES
 from ..generator.gemm.spec import ACTIVATIONS
 from ..gemm.op import GemmOp
 from ..kernel_op import DTYPE_NAMES, dtype_name
-from ..torch_ops import _dispatch_modes, _is_compiling, define
+from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import QuantOp
 
 Tensor = torch.Tensor
@@ -100,7 +100,7 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
     if t.get_device() != x.get_device():
         raise ValueError(f"{name} is on {t.device}, but x is on {x.device}")
     numel = t.numel()
-    if numel == 1 and (t.dim() == 0 or length != 1):
+    if numel == 1:   # one value is per tensor whatever M is: M = 1 must not switch kernels (graph warm-up)
         return True, (t if t.dim() <= 1 else t.view(()))
     if numel != length:
         raise ValueError(f"{name} has shape {tuple(t.shape)}: expected one value (per tensor) or "
@@ -111,6 +111,11 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
         except RuntimeError:
             raise ValueError(f"{name} with shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as "
                              f"[{length}] without a copy; call .contiguous()") from None
+    if t.stride(0) != 1:
+        raise ValueError(f"{name} has stride {t.stride(0)}: scales {what} must be contiguous")
+    if t.data_ptr() % 16:
+        raise ValueError(f"{name}'s data pointer is not 16-byte aligned (the epilogue reads scales 16 bytes at a "
+                         "time); pass a fresh or .clone()d tensor")
     return False, t
 
 
@@ -234,9 +239,6 @@ def _linear_out_impl(x, weight, x_scale, w_scale, bias, activation, residual, us
     _fp8_linear(x, weight, x_scale, w_scale, bias, activation, residual, None, use_fast_accum, out)
 
 
-def _no_output(*args) -> None:
-    return None
-
 
 def _quantize_impl(x):
     if not isinstance(x, Tensor):
@@ -250,5 +252,5 @@ def _quantize_fake(x):
 
 
 define("fp8_linear", f"({_ARGS}, ScalarType? out_dtype, bool use_fast_accum) -> Tensor", _linear_impl, _linear_fake)
-define("fp8_linear_out", f"({_ARGS}, bool use_fast_accum, Tensor(a!) out) -> ()", _linear_out_impl, _no_output)
+define("fp8_linear_out", f"({_ARGS}, bool use_fast_accum, Tensor(a!) out) -> ()", _linear_out_impl, no_output)
 define("quantize_fp8", "(Tensor x) -> (Tensor, Tensor)", _quantize_impl, _quantize_fake)

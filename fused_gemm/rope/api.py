@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import warnings
-from bisect import bisect_left as _bisect
 from typing import Optional, Tuple
 
 import torch
@@ -15,7 +14,7 @@ import torch
 from .. import checks, jit
 from ..generator import LaunchOptions
 from ..generator.gemm import heuristics
-from ..generator.gemm.tuned import M_BUCKETS
+from ..generator.gemm.tuned import bucket_of
 from ..gemm.linear import gemm_rule
 from ..generator.rope import RopeSpec
 from ..kernel_op import DTYPE_NAMES
@@ -31,7 +30,7 @@ def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp
     for this weight shape where it runs that same tile.  A tuned tile of its own is not taken: on an
     H100 the rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16,
     against 0.99x on the heuristic's 64x16."""
-    bucket = _bisect(M_BUCKETS, m)
+    bucket = bucket_of(m)
     k = x.shape[-1] if x.dim() else -1
 
     def choose():

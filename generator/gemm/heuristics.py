@@ -60,12 +60,7 @@ def pick(arch: str, m: int) -> Rule:
 # 64x128 of the tile: the cooperative 128x128x128 kernel (a pingpong 128x128 warpgroup would need 256
 # accumulator registers per thread and spill).  With fast accumulation, the pingpong 128x128x128
 # kernel in 2x1 clusters (CUTLASS's and vLLM's sm90 fp8 default).  Starting points, not yet swept.
-_FP8_DECODE = (
-    Rule(16, TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
-         LaunchOptions(pdl=True)),
-    Rule(64, TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
-         LaunchOptions(pdl=True)),
-)
+_FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
     False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "cooperative", "persistent")),),
     True: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),),

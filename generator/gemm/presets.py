@@ -49,13 +49,17 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
 
 
-def _tuned(gpu: str, epilogue: str = "bias+gelu_tanh") -> List[GemmSpec]:
-    """The kernels a GPU's tuned table uses, with one epilogue (an AOT or prebuilt set)."""
+def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_dtype=None, residual_dtype=None,
+                     bias_dtype=None, tuned_only: bool = False) -> List[GemmSpec]:
+    """Every kernel ``linear`` may pick on ``gpu`` (a tuned-table key such as 'h100') for this dtype and
+    epilogue: the tuned table's tiles and the heuristic's.  ``fused_gemm.warmup(*gpu_linear_specs(...))``
+    builds and prepares them ahead, so that no first call inside a CUDA-graph capture finds one missing."""
     table = tuned.load(gpu)
-    if table is None:
-        return []
-    return [GemmSpec(dtype, epilogue=epilogue, config=c)
-            for dtype, c in dict.fromkeys((e.dtype, e.config) for e in table.entries)]
+    configs = [e.config for e in table.entries if e.dtype == dtype] if table else []
+    if not tuned_only:
+        configs += [rule.config for rule in RULES["sm90a"]]
+    return [GemmSpec(dtype, out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
+                     epilogue=Epilogue.parse(epilogue), config=c) for c in dict.fromkeys(configs)]
 
 
 def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
@@ -65,8 +69,9 @@ def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
 
 PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
     "tune-candidates": _tune_candidates,
-    "tuned-h100": lambda: _tuned("h100"),
-    "tuned-h200": lambda: _tuned("h200"),
+    # the shipped tables' kernels with the epilogue they were tuned with (an AOT set: CMakeLists.txt)
+    "tuned-h100": lambda: gpu_linear_specs("h100", epilogue="bias+gelu_tanh", tuned_only=True),
+    "tuned-h200": lambda: gpu_linear_specs("h200", epilogue="bias+gelu_tanh", tuned_only=True),
     "gpu-tests": lambda: list(_gpu_tests()),
     "bench": lambda: linear_specs("bf16", "bias+gelu_tanh"),
     "compile-ci": lambda: [  # representative kernels compiled (not run) in CI

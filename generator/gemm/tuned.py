@@ -3,8 +3,8 @@
 A table is JSON data shipped with the package (``tuned/<gpu>.json``), not code.  Each entry names
 a tile config and launch options for one weight shape and one M bucket; the buckets are the M
 values the tuner timed, and an entry serves every M above the previous bucket up to its own (the
-largest bucket also serves every larger M).  Shapes a table lacks fall back to the heuristic
-table in ``heuristics.py``.  The tile config is tuned with one epilogue and serves them all: the
+largest bucket also serves every larger M).  Shapes and buckets a table lacks fall back to the
+heuristic table in ``heuristics.py``.  The tile config is tuned with one epilogue and serves them all: the
 epilogue changes the last few percent, the tiling the first tens.
 """
 from __future__ import annotations
@@ -28,9 +28,15 @@ _GPU = re.compile(r"\b([A-Z]\d{2,3})\b")
 
 
 def gpu_key(device_name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA H200' -> 'h200': the table's file name."""
-    m = _GPU.search(device_name.upper())
-    return m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    """'NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA H200' -> 'h200', 'NVIDIA H100 PCIe' -> 'h100-pcie':
+    the table's file name.  PCIe and NVL parts have other SM counts (114, 132) and clocks than the SXM
+    part of the same name, and the tables pick tiles for whole waves: they get tables of their own."""
+    name = device_name.upper()
+    m = _GPU.search(name)
+    if not m:
+        return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    variant = next((v for v in ("PCIE", "NVL") if v in name), "")
+    return m.group(1).lower() + (f"-{variant.lower()}" if variant else "")
 
 
 def bucket_of(m: int) -> int:
@@ -68,6 +74,10 @@ class TunedTable:
 
     def __post_init__(self):
         object.__setattr__(self, "_rules", _index(self.entries))
+        object.__setattr__(self, "_at", {(e.dtype, e.n, e.k, e.m): Rule(e.m, e.config, e.launch) for e in self.entries})
+
+    def rule_at(self, dtype: str, n: int, k: int, bucket_m: int) -> Optional[Rule]:
+        return self._at.get((dtype, n, k, bucket_m))
 
     def rules(self, dtype: str, n: int, k: int) -> Optional[Tuple[Rule, ...]]:
         """The shape's rows as heuristic-style rules (one per bucket, ascending), or None."""
@@ -114,12 +124,7 @@ def load(gpu: str) -> Optional[TunedTable]:
 
 
 def rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
-    """The tuned rule serving this call shape on ``gpu``, or None (then the heuristic decides)."""
+    """The tuned rule serving this call shape on ``gpu``: the entry of M's bucket, or None (then the
+    heuristic decides; a table tuned at a few buckets leaves the others to it)."""
     table = load(gpu)
-    rules = table.rules(dtype, n, k) if table is not None else None
-    if not rules:
-        return None
-    for rule in rules:
-        if m <= rule.max_m:
-            return rule
-    return rules[-1]
+    return table.rule_at(dtype, n, k, M_BUCKETS[bucket_of(m)]) if table is not None else None
