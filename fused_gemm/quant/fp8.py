@@ -100,7 +100,7 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
     if t.get_device() != x.get_device():
         raise ValueError(f"{name} is on {t.device}, but x is on {x.device}")
     numel = t.numel()
-    if numel == 1:   # one value is per tensor whatever M is: M = 1 must not switch kernels (graph warm-up)
+    if numel == 1 and (t.dim() == 0 or length != 1):   # at M = 1 a [1] x_scale is per token: shape () is per tensor
         return True, (t if t.dim() <= 1 else t.view(()))
     if numel != length:
         raise ValueError(f"{name} has shape {tuple(t.shape)}: expected one value (per tensor) or "
