@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
+from fused_gemm.bench.baselines import INNER_K_TILES, tinygemm_available, tinygemm_weight
 from fused_gemm.bench.timing import compare, copy_bandwidth, paired_ratios, rotation_count, time_samples, warm_gpu
 from fused_gemm.generator import Int4Spec, LaunchOptions
 from fused_gemm.generator.int4.heuristics import SWEEP_CONFIGS
@@ -39,29 +40,6 @@ FLOOR_BAR = {(4096, 4096): 1.5}                           # other shapes: 1.25
 FLOOR_BAR_DEFAULT = 1.25
 SPEEDUP_BAR = {1: 1.0, 16: 1.5}
 PREFILL_MM_BAR, PREFILL_TINYGEMM_BAR = 0.8, 1.0
-INNER_K_TILES = 8                                          # torch's tinygemm packing (int4mm kernels)
-
-
-def tinygemm_available() -> str:
-    """'' if torch._weight_int4pack_mm and _convert_weight_to_int4pack(uint8 [N, K/2], inner_k_tiles) run here."""
-    try:
-        w = torch.zeros(64, 64, dtype=torch.uint8, device="cuda")     # K = 128 codes: two a byte
-        packed = torch.ops.aten._convert_weight_to_int4pack(w, INNER_K_TILES)
-        sz = torch.zeros(128 // GROUP or 1, 64, 2, dtype=torch.bfloat16, device="cuda")
-        torch._weight_int4pack_mm(torch.zeros(1, 128, dtype=torch.bfloat16, device="cuda"), packed, GROUP, sz)
-        return ""
-    except Exception as exc:   # noqa: BLE001 - any failure means: no baseline on this torch/GPU
-        return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-
-
-def tinygemm_weight(w: fused_gemm.Int4Weight):
-    """The same codes and scales in tinygemm's format: uint8 [N, K/2] (even k in the high nibble) packed by
-    _convert_weight_to_int4pack, and qScaleAndZeros [K/g, N, 2] with dequant = (u - 8) * scale + zero."""
-    codes = w.codes().to(torch.int16) + 8                              # symmetric codes -> unsigned
-    u8 = ((codes[:, ::2] << 4) | codes[:, 1::2]).to(torch.uint8).contiguous()
-    packed = torch.ops.aten._convert_weight_to_int4pack(u8, INNER_K_TILES)
-    sz = torch.stack((w.scales, torch.zeros_like(w.scales)), dim=-1).contiguous()
-    return packed, sz
 
 
 def make_sets(m, n, k, baseline: bool):
@@ -190,7 +168,7 @@ def main(argv=None):
         sys.exit("bench_int4 needs a CUDA GPU (sm_90a)")
     torch.manual_seed(0)
     fused_gemm.warmup("int4-bench", *(["int4-sweep"] if args.sweep else []))   # build (if missing) and load first
-    missing = tinygemm_available()
+    missing = tinygemm_available(GROUP)
     baseline = not missing
     note = "" if baseline else f" UNAVAILABLE here ({missing}): speedup bars not judged"
     if missing:

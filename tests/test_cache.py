@@ -174,3 +174,17 @@ def test_cli_info_and_cache(tmp_path):
     assert r.returncode == 0 and "0 kernels" in r.stdout
     r = run_cli("cache", "clear", env=env)
     assert r.returncode == 0 and "removed 0" in r.stdout
+
+
+def test_prebuilt_libraries_are_found_by_uri(tmp_path, monkeypatch):
+    """$FUSED_GEMM_PREBUILT_DIR (os.pathsep-separated) holds CMake's lib<uri>.so: found without a toolchain."""
+    spec = GemmSpec("bf16", epilogue="bias")
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (second / f"lib{spec.uri}.so").write_bytes(b"")
+    monkeypatch.setenv("FUSED_GEMM_PREBUILT_DIR", os.pathsep.join([str(first), str(second)]))
+    assert cache.find_prebuilt(spec) == second / f"lib{spec.uri}.so"
+    assert cache.find_prebuilt(GemmSpec("fp16", epilogue="bias")) is None
+    monkeypatch.delenv("FUSED_GEMM_PREBUILT_DIR")
+    assert cache.find_prebuilt(spec) is None

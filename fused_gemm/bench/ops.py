@@ -160,6 +160,77 @@ def gated_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "silu
                 kernel="gated")
 
 
+# -- fp8 W8A8 (per-token x per-channel scales) ---------------------------------------------------------
+def fp8_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "row_scale+col_scale",
+             with_compile: bool = False) -> Case:
+    """fp8_linear on quantize_fp8'd activations and a per-channel fp8 weight, bf16 out, against
+    torch._scaled_mm with the same scales (and bf16 torch.mm on the unquantised operands, for context).
+    ``epilogue`` is informational: the sweep times the scales-only epilogue."""
+    import fused_gemm
+
+    def make():
+        x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+        w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
+        xq, xs = fused_gemm.quantize_fp8(x)
+        wq, ws = fused_gemm.quantize_fp8_weight(w)
+        return x, w, xq, xs, wq, ws
+
+    sets = [make() for _ in range(rotation_count(m * k + n * k + 2 * m * n + 2 * (m * k + n * k)))]
+    ours = [(lambda s=s: fused_gemm.fp8_linear(s[2], s[4], s[3], s[5])) for s in sets]
+    baselines: Dict[str, Calls] = {
+        "scaled_mm": [(lambda s=s: torch._scaled_mm(s[2], s[4].t(), scale_a=s[3].view(-1, 1), scale_b=s[5].view(1, -1),
+                                                    out_dtype=torch.bfloat16)) for s in sets],
+        "mm": [(lambda s=s: torch.mm(s[0], s[1].t())) for s in sets],
+    }
+
+    def check() -> float:
+        x, w, xq, xs, wq, ws = make()
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        fused_gemm.fp8_linear(xq, wq, xs, ws, out=out)
+        ref = (xq.double() * xs.double()[:, None]) @ (wq.double() * ws.double()[:, None]).T
+        return rel_error(out, ref)
+
+    return Case(ours, baselines, 2.0 * m * n * k, m * k + n * k + 2.0 * m * n, 1.0 * n * k, check,
+                kernel="fp8 precise", extra={"baseline": "scaled_mm"})
+
+
+# -- int4 W4A16 (g = 128, symmetric) ---------------------------------------------------------------------
+INT4_GROUP = 128
+
+
+def int4_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "none", with_compile: bool = False) -> Case:
+    """int4_linear (g = 128, symmetric) against torch._weight_int4pack_mm (tinygemm) on the same codes,
+    where it runs, and bf16 torch.mm on the dequantised weight (what the int4 weight replaces)."""
+    import fused_gemm
+    from .baselines import tinygemm_available, tinygemm_weight
+    with_tinygemm = tinygemm_available(INT4_GROUP) == ""
+
+    def make():
+        x = torch.randn(m, k, dtype=dtype, device="cuda")
+        wq = fused_gemm.quantize_int4(torch.randn(n, k, dtype=dtype, device="cuda") / k ** 0.5, INT4_GROUP)
+        return x, wq, wq.dequantize(dtype)
+
+    sets = []
+    for _ in range(rotation_count(n * k // 2 + 2 * n * k // INT4_GROUP + 2 * (m * k + m * n))):
+        x, wq, wd = make()
+        sets.append((x, wq, wd, tinygemm_weight(wq) if with_tinygemm and dtype == torch.bfloat16 else None))
+    ours = [(lambda s=s: fused_gemm.int4_linear(s[0], s[1])) for s in sets]
+    baselines: Dict[str, Calls] = {"mm": [(lambda s=s: torch.mm(s[0], s[2].t())) for s in sets]}
+    if sets[0][3] is not None:
+        baselines["tinygemm"] = [(lambda s=s: torch._weight_int4pack_mm(s[0], s[3][0], INT4_GROUP, s[3][1]))
+                                 for s in sets]
+
+    def check() -> float:
+        x, wq, _ = make()
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        fused_gemm.int4_linear(x, wq, out=out)
+        return rel_error(out, x.double() @ wq.dequantize(torch.float64).T)
+
+    weight_bytes = n * k / 2 + 2.0 * n * (k // INT4_GROUP)
+    return Case(ours, baselines, 2.0 * m * n * k, weight_bytes + 2.0 * (m * k + m * n), weight_bytes, check,
+                kernel=f"int4 g{INT4_GROUP}")
+
+
 @dataclass(frozen=True)
 class SweepOp:
     make: Callable[..., Case]
@@ -183,6 +254,8 @@ def _mlp_layers(preset: str):
 OPS: Dict[str, SweepOp] = {
     "linear": SweepOp(linear_case, "bias+gelu_tanh", _linear_layers),
     "gated": SweepOp(gated_case, "silu", _mlp_layers),
+    "fp8": SweepOp(fp8_case, "row_scale+col_scale", _linear_layers),
+    "int4": SweepOp(int4_case, "none", _linear_layers),
 }
 
 

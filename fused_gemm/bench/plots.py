@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Dict, List
 
-from .sweep import read_rows
+from .sweep import primary_baseline, read_rows
 
 
 def _pyplot():
@@ -36,12 +36,13 @@ def speedup_plot(rows: List[dict], title: str, path: Path) -> Path:
             by_layer.setdefault(f"{r['layer']} {r['N']}x{r['K']}", []).append(r)
         for label, lr in sorted(by_layer.items()):
             lr.sort(key=lambda r: int(r["M"]))
-            ax.plot([int(r["M"]) for r in lr], [_num(r["speedup_vs_mm"]) for r in lr], marker="o", ms=3, label=label)
+            ax.plot([int(r["M"]) for r in lr], [_num(r[f"speedup_vs_{primary_baseline(r)}"]) for r in lr], marker="o",
+                    ms=3, label=label)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.axhline(0.95, color="r", lw=0.8, ls="--", label="0.95 bar")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("M (tokens)")
-        ax.set_ylabel(f"speed-up over torch.mm ({rs[0]['epilogue']} fused)")
+        ax.set_ylabel(f"speed-up over {primary_baseline(rs[0])} ({rs[0]['epilogue']})")
         ax.set_title(f"{op}, {preset}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -59,15 +60,15 @@ def roofline_plot(rows: List[dict], ceilings: dict, title: str, path: Path) -> P
     ai = [2.0 ** e for e in range(-1, 13)]
     ax.plot(ai, [min(peak, a * bw / 1e3) for a in ai], color="k", lw=1,
             label=f"roofline: {bw:.0f} GB/s copy, {peak:.0f} TFLOP/s torch.mm 8192^3")
-    for op, marker in (("linear", "o"), ("gated", "s")):
+    for op, marker in (("linear", "o"), ("gated", "s"), ("fp8", "^"), ("int4", "v")):
         rs = [r for r in rows if r["op"] == op]
         if not rs:
             continue
         x = [_num(r["tflops"]) * 1e3 / _num(r["gbps"]) for r in rs]   # FLOP per byte
         ax.scatter(x, [_num(r["tflops"]) for r in rs], marker=marker, s=14, label=f"{op} (ours)")
-        ax.scatter(x, [_num(r["tflops"]) * _num(r["speedup_vs_mm"]) ** -1 if _num(r["speedup_vs_mm"]) > 0
-                       else math.nan for r in rs], marker=marker, s=14, facecolors="none", edgecolors="gray",
-                   label=f"{op}: torch.mm")
+        base = [_num(r[f"speedup_vs_{primary_baseline(r)}"]) for r in rs]
+        ax.scatter(x, [_num(r["tflops"]) / b if b > 0 else math.nan for r, b in zip(rs, base)], marker=marker, s=14,
+                   facecolors="none", edgecolors="gray", label=f"{op}: {primary_baseline(rs[0])}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / minimum HBM byte)")
