@@ -126,6 +126,29 @@ def refuse_overlap(spans, out_span) -> None:
         raise ValueError(f"out overlaps {hit}: the kernel would read what it writes")
 
 
+def leading_shape(x) -> torch.Size:
+    """x's shape, which must have a last dim K (the prologue every [..., K] op shares)."""
+    try:
+        xs = x.shape
+    except AttributeError:
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}") from None
+    if not xs:
+        raise ValueError("x must have at least one dim ([..., K])")
+    return xs
+
+
+def output_dtype(out, out_dtype: Optional[torch.dtype], default: torch.dtype) -> torch.dtype:
+    """The dtype an op writes: out's (out_dtype, if also given, must agree), else out_dtype, else default."""
+    if out is not None:
+        try:
+            if out_dtype is not None and out_dtype is not out.dtype:
+                raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
+            return out.dtype
+        except AttributeError:
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}") from None
+    return default if out_dtype is None else out_dtype
+
+
 def refuse_grad(op: str, *tensors) -> None:
     """fused-gemm kernels have no backward: an input that wants a gradient is an error, never a
     silently detached output."""

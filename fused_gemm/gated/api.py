@@ -63,14 +63,9 @@ def _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() == 0:
         raise ValueError("x must have at least one dim ([..., K])")
-    if out is not None:
-        if not isinstance(out, Tensor):
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        if out_dtype is not None and out_dtype is not out.dtype:
-            raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
-        out_dtype = out.dtype
-    elif out_dtype is None:
-        out_dtype = x.dtype
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    out_dtype = checks.output_dtype(out, out_dtype, x.dtype)
     op, launch = select(x, bias_gate, bias_up, activation, residual, out_dtype, x.shape[:-1].numel())
     return op.run(x, weight, bias_gate, bias_up, residual, alpha, beta, None, out, launch)
 

@@ -103,21 +103,8 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
 def _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out):
     """The implementation every route ends in: picks the kernel for x's shape, runs it (which checks
     every argument)."""
-    try:
-        xs = x.shape
-    except AttributeError:
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}") from None
-    if not xs:
-        raise ValueError("x must have at least one dim ([..., K])")
-    if out is not None:
-        try:
-            if out_dtype is not None and out_dtype is not out.dtype:
-                raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
-            out_dtype = out.dtype
-        except AttributeError:
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}") from None
-    elif out_dtype is None:
-        out_dtype = x.dtype
+    xs = checks.leading_shape(x)
+    out_dtype = checks.output_dtype(out, out_dtype, x.dtype)
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
     try:
         n, k = weight.shape

@@ -27,7 +27,7 @@ import torch
 
 from .. import checks, jit
 from ..generator import Epilogue, GemmSpec, LaunchOptions, QuantSpec, SpecError
-from ..generator.gemm.heuristics import FP8_RULES
+from ..generator.gemm.heuristics import FP8_RULES, first_row
 from ..generator.gemm.spec import ACTIVATIONS
 from ..gemm.op import GemmOp
 from ..kernel_op import DTYPE_NAMES, dtype_name
@@ -38,7 +38,6 @@ Tensor = torch.Tensor
 FP8 = torch.float8_e4m3fn
 E4M3_MAX = 448.0                                   # the largest finite e4m3 (torch.finfo(FP8).max)
 _TINY = torch.finfo(torch.float32).tiny            # the scale of an all-zero row: positive, 1/scale finite
-_MAX_M = {fast: tuple(rule.max_m for rule in rules) for fast, rules in FP8_RULES.items()}
 _selection: Dict[Tuple, Tuple[GemmOp, LaunchOptions]] = {}
 _selection_lock = threading.Lock()
 _quantizers = jit.Selection("quantize_fp8")
@@ -122,10 +121,7 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
 def select(x, x_per_tensor: bool, w_per_tensor: bool, bias, activation, residual, out_dtype,
            use_fast_accum: bool, m: int) -> Tuple[GemmOp, LaunchOptions]:
     """The fp8 GEMM (and launch options) for this call's scales, epilogue and M bucket; memoised."""
-    bounds = _MAX_M[use_fast_accum]
-    row = 0
-    while m > bounds[row]:   # the table's last row covers every M
-        row += 1
+    row = first_row(FP8_RULES[use_fast_accum], m)
     try:
         key = (x.dtype, x_per_tensor, w_per_tensor, None if bias is None else bias.dtype, activation,
                None if residual is None else residual.dtype, out_dtype, use_fast_accum, row)
@@ -170,21 +166,8 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
 def _fp8_linear(x, weight, x_scale, w_scale, bias, activation, residual, out_dtype, use_fast_accum, out):
     """The implementation every route ends in: checks the scales, picks the kernel for x's shape,
     runs it (GemmOp.run checks every other argument)."""
-    try:
-        xs = x.shape
-    except AttributeError:
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}") from None
-    if not xs:
-        raise ValueError("x must have at least one dim ([..., K])")
-    if out is not None:
-        try:
-            if out_dtype is not None and out_dtype is not out.dtype:
-                raise TypeError(f"out_dtype {out_dtype} disagrees with out.dtype {out.dtype}")
-            out_dtype = out.dtype
-        except AttributeError:
-            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}") from None
-    elif out_dtype is None:
-        out_dtype = torch.bfloat16
+    xs = checks.leading_shape(x)
+    out_dtype = checks.output_dtype(out, out_dtype, torch.bfloat16)
     if not isinstance(weight, Tensor) or weight.dim() != 2:
         checks.tensor("weight", weight, FP8, None)
         raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")

@@ -3,6 +3,7 @@ D[M,N] = epi(X[M,K] @ dequant(W)^T).  The field names it shares with the GEMM fa
 raster, splits, decomposition, reduction, pdl, device, workspace, stream) are what the common sm90
 launcher and the stream-K scheduler glue read."""
 from ..abi import AbiStruct, Field
+from ..gemm.abi import LAUNCH_FIELDS
 
 PROBLEM = AbiStruct("FgInt4Problem", version=1, fields=(
     Field("m", "i64"), Field("n", "i64"), Field("k", "i64"),
@@ -15,15 +16,4 @@ PROBLEM = AbiStruct("FgInt4Problem", version=1, fields=(
     Field("d", "ptr", "output [M,N]"), Field("ldd", "i64"),
     Field("bias", "cptr", "[N]"),
     Field("alpha", "f32"), Field("beta", "f32"),
-    # Launch options: LaunchOptions.abi, in this order.
-    Field("splits", "i32", "split-K factor (stream-K kernels)"),
-    Field("swizzle", "i32", "tile swizzle 1/2/4/8"),
-    Field("raster", "i32", "0 heuristic, 1 along M, 2 along N"),
-    Field("decomposition", "i32", "stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
-    Field("reduction", "i32", "stream-K: 0 deterministic (turnstile), 1 nondeterministic"),
-    Field("pdl", "i32", "programmatic dependent launch"),
-    Field("device", "i32", "CUDA ordinal the pointers live on (the current device)"),
-    Field("reserved", "i32"),
-    Field("workspace", "ptr"), Field("workspace_bytes", "u64"),
-    Field("stream", "ptr", "cudaStream_t; everything before it keys the Params cache"),
-))
+) + LAUNCH_FIELDS)
