@@ -15,7 +15,9 @@ from .library import STATUS_NAMES, KernelLibrary
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
-ARCH_CAPABILITY = {"sm90a": (9, 0)}
+ARCH_CAPABILITY = {"sm90a": (9, 0), "sm80": (8, 0)}
+# sm80 libraries carry sm_80 and sm_90 SASS and compute_80 PTX: they run on any GPU from 8.0 on.
+FORWARD_COMPATIBLE_ARCHES = ("sm80",)
 # Only for K == 0, where no kernel runs and the epilogue is applied to zeros on the host side.
 TORCH_ACTIVATIONS = {
     "identity": lambda t: t, "relu": torch.relu, "gelu": F.gelu,
@@ -67,7 +69,7 @@ class KernelOp:
         """Loads the kernel on ``device`` and sets its attributes: outside any graph capture."""
         want = ARCH_CAPABILITY[self.spec.arch]
         have = torch.cuda.get_device_capability(device)
-        if have != want:
+        if have != want and not (self.spec.arch in FORWARD_COMPATIBLE_ARCHES and have >= want):
             raise ValueError(f"cuda:{device} is a {torch.cuda.get_device_name(device)} (sm_{have[0]}{have[1]}), "
                              f"but this kernel is built for {self.spec.arch}")
         with torch.cuda.device(device):

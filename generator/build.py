@@ -89,7 +89,8 @@ def _compile(entry: CacheEntry) -> BuildResult:
     write_if_different(entry.source, render(entry.spec))
     tmp = entry.folder / f"{entry.library.name}.tmp{os.getpid()}"
     family = family_of(entry.spec)
-    cmd = tc.command(entry.spec.arch, entry.source, tmp, family.cutlass_examples, family.nvcc_flags)
+    cmd = tc.command(entry.spec.arch, entry.source, tmp, family.cutlass_examples, family.nvcc_flags,
+                     getattr(entry.spec, "include_folders", ()))
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -22,7 +22,14 @@ from .paths import csrc_dir
 
 # Every flag that changes the generated machine code.  -Xptxas=-v prints registers and spills,
 # which the builder scans for; -DNDEBUG keeps ptxas from serialising wgmma (warning C7510).
-ARCH_FLAGS = {"sm90a": ["-gencode=arch=compute_90a,code=sm_90a"]}
+ARCH_FLAGS = {
+    "sm90a": ["-gencode=arch=compute_90a,code=sm_90a"],
+    # sm80 kernels also serve Hopper (a forced fallback) and later GPUs: sm_80 SASS does not run on
+    # sm_90 (SASS is compatible within one major version only), so the same compute_80 PTX is also
+    # assembled for sm_90 (no driver JIT on H100/H200, and its ptxas report is scanned for spills)
+    # and embedded for anything newer.
+    "sm80": ["-gencode=arch=compute_80,code=[sm_80,sm_90,compute_80]"],
+}
 COMMON_FLAGS = [
     "-O3", "-DNDEBUG", "-std=c++17", "--expt-relaxed-constexpr",
     "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
@@ -159,9 +166,11 @@ class Toolchain:
     def key_parts(self) -> Tuple[str, str]:
         return (f"nvcc-{self.nvcc_version}", f"cutlass-{self.cutlass_version}")
 
-    def include_flags(self, cutlass_examples: Tuple[str, ...] = ()) -> List[str]:
+    def include_flags(self, cutlass_examples: Tuple[str, ...] = (), csrc_folders: Tuple[str, ...] = ()) -> List[str]:
+        """``csrc_folders``: csrc/ folders searched for <...> includes too (a kernel's own shims)."""
         root = self.cutlass_root or find_cutlass()
-        flags = [f"-I{csrc_dir()}", f"-I{root / 'include'}", f"-I{root / 'tools' / 'util' / 'include'}"]
+        flags = [f"-I{csrc_dir()}", *(f"-I{csrc_dir() / folder}" for folder in csrc_folders),
+                 f"-I{root / 'include'}", f"-I{root / 'tools' / 'util' / 'include'}"]
         for example in cutlass_examples:
             folder = root / "examples" / example
             if not folder.is_dir():
@@ -172,7 +181,7 @@ class Toolchain:
         return flags
 
     def command(self, arch: str, source: Path, output: Path, cutlass_examples: Tuple[str, ...] = (),
-                extra_flags: Tuple[str, ...] = ()) -> List[str]:
+                extra_flags: Tuple[str, ...] = (), csrc_folders: Tuple[str, ...] = ()) -> List[str]:
         return [str(self.nvcc), *codegen_flags(arch, extra_flags), *host_flags(self.nvcc),
-                *self.include_flags(cutlass_examples),
+                *self.include_flags(cutlass_examples, csrc_folders),
                 str(source), "-o", str(output)]

@@ -43,3 +43,29 @@ def test_heuristics_cover_every_m_and_use_swap_ab_for_decode():
         assert [r.max_m for r in rules] == sorted(r.max_m for r in rules)
         assert pick(arch, 1).config.swap_ab and pick(arch, 64).config.swap_ab
         assert not pick(arch, 4096).config.swap_ab
+
+
+def test_attention_backend_is_forced_by_the_environment(monkeypatch):
+    from fused_gemm.attention.api import BACKEND_ENV, backend
+    for value, arch in (("sm80", "sm80"), ("sm90a", "sm90a"), ("sm90", "sm90a")):
+        monkeypatch.setenv(BACKEND_ENV, value)
+        assert backend(0) == arch              # no GPU asked
+    monkeypatch.setenv(BACKEND_ENV, "auto")
+    assert backend(-1) == "sm90a"              # a CPU tensor: the selection refuses it
+    monkeypatch.setenv(BACKEND_ENV, "sm70")
+    with pytest.raises(ValueError, match=BACKEND_ENV):
+        backend(0)
+    monkeypatch.setenv(BACKEND_ENV, "sm80")
+    with pytest.raises(ValueError, match="q is on cpu"):
+        fused_gemm.attention(torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64))
+
+
+def test_attention_stays_the_function_whatever_is_imported_first():
+    """Importing the fused_gemm.attention package (compile(AttentionSpec), AttentionOp) binds it
+    over the lazily loaded function of the same name; the op module undoes that."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = "import fused_gemm.attention.op, fused_gemm; print(callable(fused_gemm.attention))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent)
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr

@@ -1,15 +1,30 @@
-"""The attention family (flash-attention forward over CUTLASS example 88) on an sm_90 GPU against a
-float64 reference (skipped without one): any lengths, bottom-right causal, GQA/MQA, varlen, scale,
-LSE, NaN-poisoned outputs, graphs, torch.compile, bad input."""
+"""The attention family on an sm_90 GPU against a float64 reference (skipped without one), every test
+on both backends: example 88's sm90a kernels and example 41's sm80 ones (the fallback, forced with
+FUSED_GEMM_ATTENTION_BACKEND=sm80): any lengths, bottom-right causal, GQA/MQA, varlen, scale, LSE,
+NaN-poisoned outputs, graphs, torch.compile, bad input."""
 import math
 
 import pytest
 import torch
 
 import fused_gemm
+from fused_gemm.attention.api import BACKEND_ENV, select
 from test_gpu import TOL
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True, params=["sm90a", "sm80"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, request.param)
+    return request.param
+
+
+def test_the_forced_backend_runs(backend, monkeypatch):
+    q, k, v = qkv(1, 16, 16, 4, 4, 64, torch.bfloat16)
+    assert select(q, True, 16).spec.arch == backend
+    monkeypatch.setenv(BACKEND_ENV, "auto")
+    assert select(q, True, 16).spec.arch == "sm90a"       # this GPU's own
 
 
 def reference(q, k, v, causal, scale):
@@ -125,6 +140,36 @@ def test_varlen_packed_batch(causal, group):
         sq, sk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
         ref_o, ref_lse = reference(q[None, sq], k[None, sk], v[None, sk], causal, 1 / math.sqrt(128))
         check(o[sq], ref_o[0], dtype)
+        check_lse(lse[:, sq], ref_lse[0])
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_head_dim_256_varlen_gqa(causal):
+    """D = 256 (sm80: O accumulated in a float workspace, indexed by packed row) on a packed batch."""
+    lengths_q, lengths_k = [1, 17, 300], [1, 40, 300]
+    q, k, v, cu_q, cu_k = packed(lengths_q, lengths_k, 8, 2, 256, torch.bfloat16)
+    o, lse = fused_gemm.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                  max_seqlen_q=300, max_seqlen_k=300, return_lse=True)
+    for i in range(len(lengths_q)):
+        sq, sk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+        ref_o, ref_lse = reference(q[None, sq], k[None, sk], v[None, sk], causal, 1 / 16)
+        check(o[sq], ref_o[0], torch.bfloat16)
+        check_lse(lse[:, sq], ref_lse[0])
+
+
+def test_varlen_causal_with_more_queries_than_keys():
+    """Per sequence, the first Sq - Sk queries see no key, inside and across Q tiles."""
+    lengths_q, lengths_k = [300, 70, 9], [100, 3, 9]
+    q, k, v, cu_q, cu_k = packed(lengths_q, lengths_k, 4, 2, 128, torch.float16)
+    ptr = poisoned(q.shape, torch.float16)
+    o, lse = fused_gemm.attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                  max_seqlen_q=300, max_seqlen_k=100, return_lse=True)
+    if o.data_ptr() == ptr:
+        assert not torch.isnan(o).any()
+    for i in range(len(lengths_q)):
+        sq, sk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+        ref_o, ref_lse = reference(q[None, sq], k[None, sk], v[None, sk], True, 1 / math.sqrt(128))
+        check(o[sq], ref_o[0], torch.float16)
         check_lse(lse[:, sq], ref_lse[0])
 
 

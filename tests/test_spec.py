@@ -160,3 +160,33 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
+
+
+def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():
+    from fused_gemm.generator import AttentionSpec, locate, render, spec_from_uri
+    from fused_gemm.generator.attention import attention_specs
+    from fused_gemm.generator.attention.heuristics import pick
+    from fused_gemm.generator.toolchain import ARCH_FLAGS
+    specs = [s for d in (64, 128, 256) for s in attention_specs("fp16", d, "sm80")]
+    for spec in specs:
+        assert spec_from_uri(spec.uri) == spec and spec.csrc_includes == ("attention_sm80",)
+        source = render(spec)
+        assert spec.uri in source and "fused_gemm/attention_sm80/sm80_fmha.hpp" in source
+        assert f"Sm80Attention<cutlass::half_t, {spec.block_m}, {spec.block_n}, {spec.head_dim}>" in source
+        assert "sm90_fmha" not in source and "cute::" not in source
+    assert AttentionSpec("bf16", 128, True, arch="sm80").uri == "attention_sm80_bf16_d128_causal_bm64_bn128"
+    d256 = pick("bf16", 256, False, arch="sm80")
+    assert (d256.block_m, d256.block_n, d256.o_workspace) == (32, 128, True)
+    assert not pick("bf16", 128, True, arch="sm80").o_workspace
+    assert "sm_90" in ARCH_FLAGS["sm80"][0] and "compute_80" in ARCH_FLAGS["sm80"][0]   # runs on Hopper
+    sm90 = AttentionSpec("bf16", 128, causal=True)
+    assert sm90.block_m == 128 and sm90.csrc_includes == () and sm90.include_folders == ()
+    assert "sm80" not in render(sm90) and "attention_sm80" not in str(locate(sm90).folder)
+    for kwargs, fragment in (({"persistent": True}, "persistent"), ({"block_m": 128}, "block_m"),
+                             ({"block_n": 256}, "block_n")):
+        with pytest.raises(SpecError, match=fragment):
+            AttentionSpec(arch="sm80", **kwargs)
+    with pytest.raises(SpecError, match="block_m 128"):
+        AttentionSpec(block_m=64)
+    with pytest.raises(SpecError, match="not supported by the attention family"):
+        AttentionSpec(arch="sm100a")

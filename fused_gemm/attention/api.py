@@ -1,13 +1,19 @@
-"""``fused_gemm.attention``: flash-attention forward (CUTLASS example 88's sm90 kernel, extended), and
-its op.
+"""``fused_gemm.attention``: flash-attention forward (CUTLASS example 88's sm90 kernel, extended; on
+other GPUs example 41's sm80 kernel), and its op.
 
     fused_gemm::attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                           max_seqlen_k, return_lse) -> (Tensor o, Tensor lse)
 (lse is empty when not asked for).  A plain eager call skips the dispatcher.
+
+Backend: an sm_90 GPU runs the sm90a kernels, any other GPU (compute capability 8.0 or later) the
+sm80 ones.  FUSED_GEMM_ATTENTION_BACKEND=sm80 (or sm90a; auto, the default) forces one, read on
+every call, so that eager calls, CUDA graphs and torch.compile all see it (the op's schema stays
+flash-attn's): that is how the tests run the sm80 kernels on an H100.
 """
 from __future__ import annotations
 
-from typing import Optional
+import os
+from typing import Dict, Optional
 
 import torch
 
@@ -19,12 +25,32 @@ from .op import AttentionOp
 
 Tensor = torch.Tensor
 _selection = jit.Selection("attention")
+BACKEND_ENV = "FUSED_GEMM_ATTENTION_BACKEND"
+BACKENDS = {"auto": None, "sm90a": "sm90a", "sm90": "sm90a", "sm80": "sm80"}
+_device_arch: Dict[int, str] = {}
+
+
+def backend(dev: int) -> str:
+    """The kernel arch attention uses on cuda:``dev``: the forced one, or the GPU's own."""
+    forced = os.environ.get(BACKEND_ENV)
+    if forced:
+        if forced not in BACKENDS:
+            raise ValueError(f"{BACKEND_ENV}={forced!r}: choose one of {sorted(BACKENDS)}")
+        if BACKENDS[forced] is not None:
+            return BACKENDS[forced]
+    arch = _device_arch.get(dev)
+    if arch is None:
+        if dev < 0:              # not a CUDA tensor: the selection refuses it
+            return "sm90a"
+        arch = _device_arch[dev] = "sm90a" if torch.cuda.get_device_capability(dev) == (9, 0) else "sm80"
+    return arch
 
 
 def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
-    row = row_index(q.shape[-1], bool(causal), seqlen_q)
-    return _selection.get((q.dtype, q.shape[-1], bool(causal), row), "q", q,
-                          lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q)))
+    arch = backend(q.get_device())
+    row = row_index(q.shape[-1], bool(causal), seqlen_q, arch)
+    return _selection.get((arch, q.dtype, q.shape[-1], bool(causal), row), "q", q,
+                          lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q, arch)))
 
 
 def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
@@ -52,7 +78,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
     j <= i + Sk - Sq); a query that sees no key gets 0.  ``scale`` defaults to 1/sqrt(D).  Returns o
     (like q), or (o, lse) with ``return_lse``: fp32 [B, Hq, Sq] (packed: [Hq, total_q]), natural log.
     Eager varlen calls check cu_seqlens against the packed tensors and max_seqlen (a sync;
-    ``check_lengths=False`` skips it, as do CUDA-graph captures and torch.compile).
+    ``check_lengths=False`` skips it, as do CUDA-graph captures and torch.compile).  An sm_90 GPU
+    runs example 88's kernels, any other (8.0+) example 41's; $FUSED_GEMM_ATTENTION_BACKEND
+    (``sm80``, ``sm90a``, ``auto``) forces one.
     """
     args = (q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
     if (type(q) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(q, Tensor):

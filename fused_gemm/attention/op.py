@@ -1,11 +1,12 @@
-"""AttentionOp: one compiled flash-attention forward kernel, with the one validation path of the
-attention ops (flash-attn's layouts: q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], or packed [T, H, D] with
-int32 cu_seqlens).  Launches are graph-capturable; only the optional eager check of cu_seqlens
-(check_lengths) synchronises."""
+"""AttentionOp: one compiled flash-attention forward kernel (sm90a or sm80), with the one validation
+path of the attention ops (flash-attn's layouts: q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], or packed
+[T, H, D] with int32 cu_seqlens).  Launches are graph-capturable; only the optional eager check of
+cu_seqlens (check_lengths) synchronises."""
 from __future__ import annotations
 
 import math
 import operator
+import types
 from typing import Optional, Tuple
 
 import torch
@@ -13,9 +14,16 @@ import torch
 from .. import checks
 from ..checks import INT32_LIMIT
 from ..generator.attention import PROBLEM, AttentionSpec
-from ..generator.attention.spec import BLOCK_M
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
+
+# `fused_gemm.attention` is the function (fused_gemm/__init__.py loads it on first access), but the
+# import system binds this package over that name when the package is imported first (by
+# fused_gemm.compile(AttentionSpec(...)), say): drop that binding so the lazy lookup answers again.
+import fused_gemm as _fused_gemm  # noqa: E402
+
+if isinstance(vars(_fused_gemm).get("attention"), types.ModuleType):
+    del _fused_gemm.attention
 
 Tensor = torch.Tensor
 GRID_LIMIT = 65535       # CUDA's gridDim.y / gridDim.z: heads and batch
@@ -126,7 +134,7 @@ class AttentionOp(KernelOp):
         for name, value in (("tokens", total_q), ("tokens", total_k), ("batch", batch)):
             if value >= INT32_LIMIT - 1:
                 raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
-        q_tiles = -(-max_q // BLOCK_M)
+        q_tiles = -(-max_q // spec.block_m)
         if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT:
             raise ValueError(f"batch {batch} and heads {hq} must be <= {GRID_LIMIT} (CUDA grid), with "
                              f"Q tiles x batch x heads < 2^31")
@@ -142,6 +150,11 @@ class AttentionOp(KernelOp):
 
         o = self.new_output(tuple(q.shape), self._dtype, dev)
         o_row, o_batch, o_head = _strides("o", o, self._size)
+        if spec.arch == "sm80":   # example 41 offsets rows inside one sequence in 32 bits
+            accum_row = hq * D if spec.o_workspace else 0
+            if max_q * max(q_row, o_row, accum_row) >= INT32_LIMIT or max_k * max(k_row, v_row) >= INT32_LIMIT:
+                raise ValueError(f"a sequence of {max_q} queries / {max_k} keys at these row strides spans 2^31 "
+                                 f"elements or more (the {spec.arch} kernel's offsets are 32-bit)")
         lse = None
         if return_lse:
             lse_shape = (hq, total_q) if varlen else (batch, hq, max_q)
@@ -158,9 +171,12 @@ class AttentionOp(KernelOp):
                 lse.fill_(math.inf)
             return o, lse
         lse_batch, lse_head = (0, total_q) if varlen else (hq * max_q, max_q)
+        ws_bytes = total_q * hq * D * 4 if spec.o_workspace else 0     # fp32 O between K/V tiles
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
         problem = self._pack(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0 if lse is None else lse.data_ptr(),
                              q_row, q_batch, q_head, k_row, k_batch, k_head, v_row, v_batch, v_head,
                              o_row, o_batch, o_head, lse_batch, lse_head, cu_q, cu_k, batch, hq, hkv, D,
-                             max_q, max_k, total_q, total_k, scale, 0, dev, 0, 0, 0, raw_stream(dev))
+                             max_q, max_k, total_q, total_k, scale, 0, dev, 0,
+                             0 if workspace is None else workspace.data_ptr(), ws_bytes, raw_stream(dev))
         self.launch(problem, dev, max_q, max_k, D)
         return o, lse

@@ -1,5 +1,6 @@
-"""The attention family: flash-attention forward on sm90 over CUTLASS example 88
-(templates/attention, csrc/fused_gemm/attention, fused_gemm/attention)."""
+"""The attention family: flash-attention forward on sm90 over CUTLASS example 88, and on sm80 (the
+fallback elsewhere) over example 41 (templates/attention, csrc/fused_gemm/attention and
+attention_sm80, fused_gemm/attention)."""
 from ..family import KernelFamily
 from . import cli, render
 from .abi import PROBLEM
@@ -15,7 +16,9 @@ FAMILY = KernelFamily(
     presets=PRESETS,
     op="fused_gemm.attention.op:AttentionOp",
     cli=cli,
-    cutlass_examples=("88_hopper_fmha",),
+    # Both examples' folders hold distinct names (88: collective/ kernel/ device/; 41: gemm/ epilogue/
+    # iterators/ transform/ and *.h), so each arch's includes resolve as they would alone.
+    cutlass_examples=("88_hopper_fmha", "41_fused_multi_head_attention"),
     nvcc_flags=("--use_fast_math",),                 # exp2 without denormal handling, as example 88 builds
 )
 

@@ -2,14 +2,18 @@
 --dtype is the GEMM family's and --head-dim the rope family's, shared."""
 from __future__ import annotations
 
-from .spec import BLOCK_N, AttentionSpec
+from .spec import ARCHES, BLOCK_N, SM80_BLOCK_M, AttentionSpec
 
 
 def add_arguments(g) -> None:
     g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
     g.add_argument("--block-n", type=int, default=128, choices=BLOCK_N, help="keys per mainloop step")
-    g.add_argument("--persistent", action="store_true", help="one CTA per SM walking the tiles")
+    g.add_argument("--persistent", action="store_true", help="one CTA per SM walking the tiles (sm90a)")
+    g.add_argument("--attention-arch", default="sm90a", choices=ARCHES,
+                   help="sm90a: example 88's kernel; sm80: example 41's (8.x GPUs, the fallback elsewhere)")
+    g.add_argument("--block-m", type=int, choices=SM80_BLOCK_M, help="sm80: Q rows per CTA (default by head dim)")
 
 
 def spec_from_args(args) -> AttentionSpec:
-    return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent)
+    return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent,
+                         args.attention_arch, args.block_m)

@@ -3,7 +3,12 @@ rows of (largest Sq served, K/V tile, persistent), the first that covers Sq wins
 perf/sweep_attention.py on an H100 (bf16, B*S = 16k tokens, H = 32): the persistent kernel wins
 without a mask at short and mid lengths (its next tile's loads overlap this one's epilogue); with
 a causal mask the one-CTA-per-tile grid, heaviest tiles first, balances better; D = 64 runs best
-on 128-key tiles."""
+on 128-key tiles.
+
+sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
+are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
+D = 128; at D = 256, 32x128 tiles with O accumulated in a float workspace (K/V tiles of 256 keys
+would leave example 41's 32x32 warps more threads than a Q tile has 16-byte loads)."""
 from __future__ import annotations
 
 from typing import Dict, Tuple
@@ -19,6 +24,12 @@ TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 128, True): ((ANY, 128, False),),
     ("sm90a", 256, False): ((ANY, 64, False),),
     ("sm90a", 256, True): ((ANY, 64, False),),
+    ("sm80", 64, False): ((ANY, 64, False),),
+    ("sm80", 64, True): ((ANY, 64, False),),
+    ("sm80", 128, False): ((ANY, 128, False),),
+    ("sm80", 128, True): ((ANY, 128, False),),
+    ("sm80", 256, False): ((ANY, 128, False),),
+    ("sm80", 256, True): ((ANY, 128, False),),
 }
 
 

@@ -13,16 +13,22 @@ def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a
             for causal in (False, True) for _, block_n, persistent in rows(head_dim, causal, arch)]
 
 
-def _gpu_tests() -> List[AttentionSpec]:
+def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
     specs = []
     for dtype in ("bf16", "fp16"):
         for head_dim in (64, 128):
-            specs += attention_specs(dtype, head_dim)
-    return specs + attention_specs("bf16", 256)
+            specs += attention_specs(dtype, head_dim, arch)
+    return specs + attention_specs("bf16", 256, arch)
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {
     "attention-tests": _gpu_tests,
     "attention-bench": lambda: [s for d in ("bf16", "fp16") for hd in (64, 128) for s in attention_specs(d, hd)],
     "attention-compile-ci": lambda: [AttentionSpec("bf16", 128, causal=True)],
+    # The sm80 kernels (example 41): what tests/test_attention.py runs with FUSED_GEMM_ATTENTION_BACKEND=sm80
+    # (on an H100 too), and one for CI's compile check.
+    "attention-sm80-tests": lambda: _gpu_tests("sm80"),
+    "attention-sm80-bench": lambda: [s for d in ("bf16", "fp16") for hd in (64, 128)
+                                     for s in attention_specs(d, hd, "sm80")],
+    "attention-sm80-compile-ci": lambda: [AttentionSpec("bf16", 128, causal=True, arch="sm80")],
 }

@@ -1,5 +1,10 @@
-"""The attention family's spec: flash-attention forward on sm90 (CUTLASS example 88's kernel with
-our masks, loads and epilogue: csrc/fused_gemm/attention/sm90_fmha.hpp).
+"""The attention family's spec: flash-attention forward, one kernel per spec, on one of two arches:
+
+  * sm90a: CUTLASS example 88's warp-specialized kernel with our masks, loads and epilogue
+    (csrc/fused_gemm/attention/sm90_fmha.hpp);
+  * sm80: CUTLASS example 41's (xformers') mma.sync kernel, with our per-block problem set-up
+    (csrc/fused_gemm/attention_sm80/sm80_fmha.hpp): the path of compute capability 8.x GPUs, and
+    the fallback that Hopper can be forced onto (FUSED_GEMM_ATTENTION_BACKEND=sm80).
 
 Runtime arguments (not in the spec): batch, heads (GQA: Hq a multiple of Hkv), lengths (fixed or
 cu_seqlens), strides, scale, LSE or not.
@@ -8,22 +13,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from ..errors import SpecError
-from ..gemm.spec import ARCHES, canonical_dtype
+from ..gemm.spec import canonical_dtype
 
 DTYPES = ("bf16", "fp16")
 HEAD_DIMS = (64, 128, 256)
+ARCHES = ("sm90a", "sm80")
 BLOCK_N = (64, 128)
-BLOCK_M = 128                         # Q rows per CTA: two consumer warpgroups of 64
+BLOCK_M = 128                         # sm90a: Q rows per CTA, two consumer warpgroups of 64
+SM80_BLOCK_M = (32, 64)               # sm80: Q rows per CTA (warps = block_m * block_n / 32^2)
 
 
 @dataclass(frozen=True)
 class AttentionSpec:
     """softmax(scale * Q K^T [+ causal mask]) V for one dtype and head dim.
 
-    ``block_n`` is the K/V tile (keys per mainloop step); ``persistent`` launches one CTA per SM
-    that walks the tiles (example 88's "ping-pong"), else one CTA per (Q tile, head, batch).
+    ``block_n`` is the K/V tile (keys per mainloop step); ``persistent`` (sm90a only) launches one
+    CTA per SM that walks the tiles (example 88's "ping-pong"), else one CTA per (Q tile, head,
+    batch).  ``block_m`` is the Q tile: 128 on sm90a (fixed), 32 or 64 on sm80 (default 64, and 32
+    for D = 256 as example 41 builds it).  On sm80 the K/V tile is also the tile of V's head dim:
+    with block_n >= D, O stays in registers across K/V tiles; with block_n < D (D = 256: example
+    41's warps of 32x32 cannot load a Q tile when block_n > 128) O accumulates in a float
+    workspace of [tokens, Hq, D] in global memory (``o_workspace``).
     """
     family = "attention"
 
@@ -33,6 +46,7 @@ class AttentionSpec:
     block_n: int = 128
     persistent: bool = False
     arch: str = "sm90a"
+    block_m: Optional[int] = None     # None: the arch's default (see above)
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -40,18 +54,54 @@ class AttentionSpec:
             raise SpecError(f"attention dtype {self.dtype!r} is not one of {DTYPES}")
         if self.head_dim not in HEAD_DIMS:
             raise SpecError(f"head_dim {self.head_dim} is not one of {HEAD_DIMS}")
+        if self.arch not in ARCHES:
+            raise SpecError(f"arch {self.arch!r} is not supported by the attention family; supported: {ARCHES}")
         if self.block_n not in BLOCK_N:
             raise SpecError(f"block_n {self.block_n} is not one of {BLOCK_N}")
+        if self.arch == "sm90a":
+            self._check_sm90()
+        else:
+            self._check_sm80()
+
+    def _check_sm90(self) -> None:
+        if self.block_m is None:
+            object.__setattr__(self, "block_m", BLOCK_M)
+        if self.block_m != BLOCK_M:
+            raise SpecError(f"sm90a attention has block_m {BLOCK_M} (two consumer warpgroups), got {self.block_m}")
         if self.head_dim == 256 and self.block_n != 64:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
-        if self.arch not in ARCHES:
-            raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
+
+    def _check_sm80(self) -> None:
+        if self.block_m is None:
+            object.__setattr__(self, "block_m", 64 if self.head_dim <= 128 else 32)
+        if self.block_m not in SM80_BLOCK_M:
+            raise SpecError(f"sm80 attention block_m {self.block_m} is not one of {SM80_BLOCK_M}")
+        if self.persistent:
+            raise SpecError("sm80 attention has no persistent variant (example 41 launches one CTA per tile)")
+
+    @property
+    def o_workspace(self) -> bool:
+        """Whether the kernel accumulates O in a float workspace (sm80 with block_n < head_dim)."""
+        return self.arch == "sm80" and self.block_n < self.head_dim
+
+    @property
+    def csrc_includes(self) -> Tuple[str, ...]:
+        """csrc/fused_gemm folders beyond the family's own that the kernel includes (they enter its
+        cache key alone).  The sm80 launcher lives outside csrc/fused_gemm/attention because every
+        header in that folder enters every attention kernel's key: sm90a builds stay valid."""
+        return ("attention_sm80",) if self.arch == "sm80" else ()
+
+    @property
+    def include_folders(self) -> Tuple[str, ...]:
+        """csrc/ folders on the <...> include path: the sm80 kernel's cuRAND shim (see there)."""
+        return ("fused_gemm/attention_sm80",) if self.arch == "sm80" else ()
 
     @property
     def uri(self) -> str:
         mask = "_causal" if self.causal else ""
         persist = "_persist" if self.persistent else ""
-        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}_bn{self.block_n}{persist}"
+        tile = f"_bm{self.block_m}" if self.arch != "sm90a" else ""      # sm90a's is fixed: URIs as before
+        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
@@ -60,11 +110,11 @@ class AttentionSpec:
             raise SpecError(f"{uri!r} is not an attention kernel URI (like {cls().uri!r})")
         g = m.groupdict()
         spec = cls(g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None,
-                   g["arch"])
+                   g["arch"], None if g["bm"] is None else int(g["bm"]))
         if spec.uri != uri:
             raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
         return spec
 
 
-_URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?_bn(?P<bn>\d+)"
-                  r"(?P<persist>_persist)?$")
+_URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
+                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?$")
