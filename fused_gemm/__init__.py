@@ -49,6 +49,8 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "quantize_int4": "fused_gemm.int4.weight",
     "int4_from_gptq": "fused_gemm.int4.weight",
     "int4_from_awq": "fused_gemm.int4.weight",
+    "fp8_weight_linear": "fused_gemm.int4.w8a16",
+    "Fp8Weight": "fused_gemm.quant.fp8_weight",
     "compile": "fused_gemm.jit",
     "warmup": "fused_gemm.jit",
 }
@@ -67,8 +69,8 @@ def __dir__():
 
 
 __all__ = [
-    "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
+    "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "Fp8Weight", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
     "Int4Op", "Int4Spec", "Int4Weight", "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
-    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "fp8_weight_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
     "quantize_fp8", "quantize_fp8_weight", "quantize_int4", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

@@ -41,7 +41,7 @@ def test_uri_round_trips(kwargs):
     (dict(config=TileConfig((128, 16, 128), (1, 2, 1), "cooperative", swap_ab=True)), "cluster"),
     (dict(config=TileConfig((128, 16, 128), (1, 1, 1), "auto", swap_ab=True)), "schedule"),
     (dict(epilogue="row_scale+bias"), "bias, an activation and a residual"),
-    (dict(weight="e4m3"), "weight dtype"),
+    (dict(weight="e5m2"), "weight dtype"),
     (dict(dtype="fp32"), "activation dtype"),
     (dict(out_dtype="e4m3"), "out_dtype"),
 ])

@@ -42,7 +42,7 @@ MODELS: Dict[str, Model] = {
 }
 SQUARE: Dict[str, List[Layer]] = {"square-8192": [("square", 8192, 8192)], "square-4096": [("square", 4096, 4096)]}
 M_VALUES = M_BUCKETS              # the sweep's default M: the buckets the tables are tuned at
-SWEEP_OPS = ("linear", "gated", "fp8", "int4")   # the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
+SWEEP_OPS = ("linear", "gated", "fp8", "int4", "fp8_weight")   # the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
 PRESETS = sorted(MODELS) + sorted(SQUARE)
 
 

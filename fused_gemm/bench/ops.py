@@ -231,6 +231,33 @@ def int4_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "none"
                 kernel=f"int4 g{INT4_GROUP}")
 
 
+# -- fp8 weights W8A16 (per-channel scales) -----------------------------------------------------------
+def fp8_weight_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "none",
+                    with_compile: bool = False) -> Case:
+    """fp8_weight_linear (e4m3 weight, per-channel fp32 scales, 16-bit x) against torch.mm in x's dtype on
+    the dequantised weight (what the fp8 weight replaces)."""
+    import fused_gemm
+
+    def make():
+        x = torch.randn(m, k, dtype=dtype, device="cuda")
+        wq = fused_gemm.quantize_fp8_weight(torch.randn(n, k, dtype=dtype, device="cuda") / k ** 0.5)
+        return x, wq, wq.dequantize(dtype)
+
+    sets = [make() for _ in range(rotation_count(n * k + 4 * n + 2 * (m * k + m * n)))]
+    ours = [(lambda s=s: fused_gemm.fp8_weight_linear(s[0], s[1])) for s in sets]
+    baselines: Dict[str, Calls] = {"mm": [(lambda s=s: torch.mm(s[0], s[2].t())) for s in sets]}
+
+    def check() -> float:
+        x, wq, _ = make()
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        fused_gemm.fp8_weight_linear(x, wq, out=out)
+        return rel_error(out, x.double() @ wq.dequantize(torch.float64).T)
+
+    weight_bytes = n * k + 4.0 * n
+    return Case(ours, baselines, 2.0 * m * n * k, weight_bytes + 2.0 * (m * k + m * n), weight_bytes, check,
+                kernel="fp8 weight")
+
+
 @dataclass(frozen=True)
 class SweepOp:
     make: Callable[..., Case]
@@ -256,6 +283,7 @@ OPS: Dict[str, SweepOp] = {
     "gated": SweepOp(gated_case, "silu", _mlp_layers),
     "fp8": SweepOp(fp8_case, "row_scale+col_scale", _linear_layers),
     "int4": SweepOp(int4_case, "none", _linear_layers),
+    "fp8_weight": SweepOp(fp8_weight_case, "none", _linear_layers),
 }
 
 

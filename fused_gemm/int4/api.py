@@ -17,46 +17,19 @@ from typing import Optional
 import torch
 
 from .. import checks, jit
-from ..generator import Epilogue, SpecError
-from ..generator.gemm.spec import ACTIVATIONS
-from ..generator.int4.heuristics import RULES, spec_for
-from ..kernel_op import dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import Int4Op
+from .select import select as choose_kernel
 from .weight import Int4Weight, check_group_size
 
 Tensor = torch.Tensor
-_MAX_M = tuple(rule.max_m for rule in RULES["sm90a"])
 _selection = jit.Selection("int4_linear")
 
 
 def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int) -> Int4Op:
-    """The kernel for this call's dtypes, weight kind, epilogue, k-tile class and M bucket; memoised."""
-    row = 0
-    while m > _MAX_M[row]:   # the last row covers every M
-        row += 1
-    for name, t in (("bias", bias), ("residual", residual)):
-        if t is not None and not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    # The k-tile depends on the group size only through these two (heuristics.config_for).
-    k_class = (group_size == k, group_size % 128)
-    key = (x.dtype, zeros is None, None if bias is None else bias.dtype, activation,
-           None if residual is None else residual.dtype, k_class, row)
-
-    def choose() -> Int4Op:
-        act = "identity" if activation in (None, "none") else activation
-        if act not in ACTIVATIONS:
-            raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
-        try:
-            spec = spec_for(dtype_name("x", x.dtype), "s4" if zeros is None else "u4",
-                            Epilogue(bias=bias is not None, activation=act, residual=residual is not None),
-                            group_size, k, m,
-                            bias_dtype=dtype_name("bias", None if bias is None else bias.dtype),
-                            residual_dtype=dtype_name("residual", None if residual is None else residual.dtype))
-        except SpecError as exc:
-            raise TypeError(str(exc)) from None
-        return jit.compile(spec)
-    return _selection.get(key, "x", x, choose)
+    """The kernel for this call's dtypes, weight kind (s4 without zeros, u4 with), epilogue, k-tile
+    class and M bucket; memoised."""
+    return choose_kernel(_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual, m, k)
 
 
 def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out):

@@ -1,4 +1,5 @@
-"""Int4Op: one compiled W4A16 GEMM, with the one validation path of the int4 ops.
+"""Int4Op: one compiled W4A16 or W8A16 GEMM (an int4-family kernel), with the one validation path of
+int4_linear and fp8_weight_linear (the weight's tensors are checked by its format: formats.py).
 
 Every argument is checked before the launch (TypeError/ValueError naming it); the launch does no
 sync and no allocation beyond the output (and a stream-K kernel's workspace, from the caching
@@ -11,12 +12,12 @@ from typing import Dict, Optional
 import torch
 
 from .. import checks
-from ..checks import ALIGN_BYTES, INT32_LIMIT
+from ..checks import INT32_LIMIT
 from ..generator import DEFAULT_LAUNCH, LaunchOptions
 from ..generator.int4 import PROBLEM, Int4Spec
 from ..kernel_op import DEVICES, TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
-from .weight import check_group_size, check_shape
+from .formats import weight_format
 
 Tensor = torch.Tensor
 # The order Int4Op packs its fields in; tests/test_int4.py checks it against the ABI table.
@@ -30,7 +31,9 @@ class Int4Op(KernelOp):
     """``op(x, packed, scales, zeros, group_size, bias=None, residual=None, *, out=None, launch=None)``:
     act(x @ dequant(W)^T + bias) + residual for an ``Int4Weight``'s tensors (fused_gemm.int4_linear
     picks the op and passes them).  x [..., K]; packed uint8 [N, K/2]; scales (and zeros, for 'u4'
-    specs) [K/group_size, N] in x's dtype; bias [N]; residual [..., N] (may be ``out``)."""
+    specs) [K/group_size, N] in x's dtype; bias [N]; residual [..., N] (may be ``out``).  An 'e4m3'
+    spec takes an ``Fp8Weight``'s tensors (fused_gemm.fp8_weight_linear): packed float8_e4m3fn
+    [N, K], scales float32 [N], zeros None, group_size K."""
 
     def __init__(self, spec: Int4Spec, library: KernelLibrary):
         assert library.packer.format == PROBLEM.format
@@ -39,7 +42,7 @@ class Int4Op(KernelOp):
         self._out_dtype = TORCH_DTYPES[spec.out_dtype]
         self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
-        self._zeros = spec.weight == "u4"
+        self._format = weight_format(spec, self._dtype)
         self._stream_k = spec.config.scheduler == "stream_k"
         self._ws_sizes: Dict[tuple, int] = {}
 
@@ -59,37 +62,7 @@ class Int4Op(KernelOp):
         K = xs[-1]
         lead = xs[:-1]
         M = xs[0] if len(xs) == 2 else lead.numel()
-        # The weight: packed codes [N, K/2], scales (and offsets) [K/group, N].
-        if not isinstance(packed, Tensor) or packed.dtype is not torch.uint8 or packed.get_device() != dev:
-            checks.tensor("w.packed", packed, torch.uint8, dev)
-        if packed.dim() != 2 or packed.shape[1] * 2 != K:
-            raise ValueError(f"w.packed has shape {tuple(packed.shape)}, which does not match x's K = {K} "
-                             f"(expected [N, K/2] = [N, {K // 2}])")
-        N = packed.shape[0]
-        check_shape(N, K, "w")
-        check_group_size(group_size, K, "w.group_size")
-        if not spec.supports_group(group_size, K):
-            raise ValueError(f"w.group_size {group_size}: this kernel's k-tile ({spec.config.tile[2]}) does not divide it "
-                             f"({spec.uri})")
-        groups = K // group_size
-        for name, t, wanted in (("w.scales", scales, True), ("w.zeros", zeros, self._zeros)):
-            if not wanted:
-                if t is not None:
-                    raise ValueError(f"{name} was given, but {spec.uri} is a symmetric (s4) kernel")
-                continue
-            if t is None:
-                raise ValueError(f"{name} is required: {spec.uri} dequantises with zero offsets (u4)")
-            if not isinstance(t, Tensor) or t.dtype is not self._dtype or t.get_device() != dev:
-                if isinstance(t, Tensor) and t.dtype is not self._dtype:
-                    raise TypeError(f"{name} has dtype {t.dtype}, but x is {self._dtype}: scales are in the "
-                                    "activations' dtype (quantize_int4(..., dtype=x.dtype))")
-                checks.tensor(name, t, self._dtype, dev)
-            if t.shape != (groups, N):
-                raise ValueError(f"{name} has shape {tuple(t.shape)}, expected [K/group_size, N] = [{groups}, {N}]")
-            if not t.is_contiguous() or t.data_ptr() % ALIGN_BYTES:
-                raise ValueError(f"{name} must be contiguous and 16-byte aligned (TMA reads it)")
-        if not packed.is_contiguous() or packed.data_ptr() % ALIGN_BYTES:
-            raise ValueError("w.packed must be contiguous and 16-byte aligned (TMA reads it)")
+        N = self._format.check(packed, scales, zeros, group_size, K, dev)
         if M >= INT32_LIMIT or N >= INT32_LIMIT or K >= INT32_LIMIT:
             checks.dims_fit(M, N, K)
         ep = spec.epilogue
@@ -110,7 +83,7 @@ class Int4Op(KernelOp):
         else:
             out = self.new_output(out_shape, self._out_dtype, dev)
         if _grad_enabled():
-            checks.refuse_grad("int4_linear", x, scales, zeros, bias, residual)
+            checks.refuse_grad(self._format.op_name, x, scales, zeros, bias, residual)
         bias_ptr = 0
         if bias is not None:
             bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
@@ -131,10 +104,7 @@ class Int4Op(KernelOp):
         if given_out:
             out_size = self._out_dtype.itemsize
             spans = [("x", a_ptr, a_ptr + (lda * (M - 1) + K) * self._dtype.itemsize),
-                     ("w.packed", w_ptr, w_ptr + N * K // 2),
-                     ("w.scales", s_ptr, s_ptr + groups * N * self._dtype.itemsize)]
-            if z_ptr:
-                spans.append(("w.zeros", z_ptr, z_ptr + groups * N * self._dtype.itemsize))
+                     *self._format.spans(packed, scales, zeros, group_size, N, K)]
             if bias_ptr:
                 spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_dtype.itemsize))
             if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_dtype is not self._out_dtype):

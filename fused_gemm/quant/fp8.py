@@ -2,7 +2,7 @@
 epilogue), the fused dynamic per-token activation quantiser ``quantize_fp8`` and the per-channel
 weight quantiser ``quantize_fp8_weight``, so that a bf16 model runs W8A8 end to end:
 
-    wq, ws = fused_gemm.quantize_fp8_weight(linear.weight)        # once, at load
+    wq, ws = fused_gemm.quantize_fp8_weight(linear.weight)        # once, at load (an Fp8Weight: a pair)
     xq, xs = fused_gemm.quantize_fp8(x)                           # one kernel: row absmax, scale, cast
     y = fused_gemm.fp8_linear(xq, wq, xs, ws, bias, "silu")       # bf16 [..., N]
 
@@ -32,6 +32,7 @@ from ..generator.gemm.spec import ACTIVATIONS
 from ..gemm.op import GemmOp
 from ..kernel_op import DTYPE_NAMES, dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
+from .fp8_weight import Fp8Weight
 from .op import QuantOp
 
 Tensor = torch.Tensor
@@ -72,10 +73,11 @@ def quantize_fp8(x: Tensor, *, out: Optional[Tensor] = None,
     return q, scale
 
 
-def quantize_fp8_weight(weight: Tensor) -> Tuple[Tensor, Tensor]:
-    """Per output channel: ``(w_fp8, scale)`` with scale[n] = max_k |w[n, k]| / 448 (fp32 [N]; a row of
-    zeros gets the smallest normal fp32) and w_fp8 = e4m3(w / scale[:, None]) ([N, K], contiguous).
-    Plain torch, for load time (it makes an fp32 copy of the weight)."""
+def quantize_fp8_weight(weight: Tensor) -> Fp8Weight:
+    """Per output channel: ``Fp8Weight(w_fp8, scale)`` with scale[n] = max_k |w[n, k]| / 448 (fp32 [N];
+    a row of zeros gets the smallest normal fp32) and w_fp8 = e4m3(w / scale[:, None]) ([N, K],
+    contiguous).  A (w_fp8, scale) pair for fp8_linear (W8A8); fp8_weight_linear (W8A16) takes it
+    whole.  Plain torch, for load time (it makes an fp32 copy of the weight)."""
     if not isinstance(weight, Tensor):
         raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
     if weight.dim() != 2:
@@ -86,7 +88,7 @@ def quantize_fp8_weight(weight: Tensor) -> Tuple[Tensor, Tensor]:
         w = weight.float()
         scale = (w.abs().amax(dim=1) / E4M3_MAX).clamp_min_(_TINY)
         q = (w * scale.reciprocal()[:, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(FP8)
-    return q.contiguous(), scale.contiguous()
+    return Fp8Weight(q.contiguous(), scale.contiguous())
 
 
 # -- the fp8 GEMM --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The int4 family: W4A16 GEMMs, int4 weights dequantised in CUTLASS's sm90 mixed-input mainloop, with
-the GEMM family's epilogue trees (templates/int4, csrc/fused_gemm/int4, fused_gemm/int4)."""
+the GEMM family's epilogue trees (templates/int4, csrc/fused_gemm/int4, fused_gemm/int4); and W8A16,
+fp8 (e4m3) weights through the same mainloop (weight 'e4m3': csrc/fused_gemm/fp8_weight)."""
 from ..family import KernelFamily
 from . import cli, render
 from .abi import PROBLEM

@@ -1,7 +1,11 @@
 """The int4 family's C ABI: one launch in the caller's terms (never swapped),
 D[M,N] = epi(X[M,K] @ dequant(W)^T).  The field names it shares with the GEMM family (swizzle,
 raster, splits, decomposition, reduction, pdl, device, workspace, stream) are what the common sm90
-launcher and the stream-K scheduler glue read."""
+launcher and the stream-K scheduler glue read.
+
+An e4m3 (W8A16) kernel reads w as e4m3 [N, K] row-major and scales as fp32 [N] (its epilogue's
+per-channel scale); zeros is null and group_size K.  The field comments below are rendered into every
+int4 kernel's source, so they keep the int4 wording: rewording them would rebuild those kernels."""
 from ..abi import AbiStruct, Field
 from ..gemm.abi import LAUNCH_FIELDS
 

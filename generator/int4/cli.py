@@ -1,15 +1,16 @@
-"""The int4 family's command-line flags (`fused-gemm codegen/build --family int4 ...`).  The mainloop
-flags (--dtype, --out-dtype, --epilogue, --tile, --cluster, --schedule, --scheduler, --no-pdl) are the
-GEMM family's, shared; int4 kernels are always swap-AB."""
+"""The int4 family's command-line flags (`fused-gemm codegen/build --family int4 [--weight e4m3] ...`).
+The mainloop flags (--dtype, --out-dtype, --epilogue, --tile, --cluster, --schedule, --scheduler,
+--no-pdl) are the GEMM family's, shared; int4 kernels are always swap-AB."""
 from __future__ import annotations
 
 from ..gemm.spec import TileConfig
-from .spec import Int4Spec
+from .spec import WEIGHTS, Int4Spec
 
 
 def add_arguments(g) -> None:
-    g.add_argument("--weight", default="s4", choices=("s4", "u4"),
-                   help="int4: s4 symmetric codes, or u4 codes with zero offsets")
+    g.add_argument("--weight", default="s4", choices=WEIGHTS,
+                   help="int4: s4 symmetric codes, u4 codes with zero offsets, or e4m3 fp8 weights (W8A16, "
+                        "per-channel scales)")
 
 
 def spec_from_args(args) -> Int4Spec:

@@ -13,8 +13,9 @@ is the weight's N and its N side the tokens.
   larger M (prefill): cooperative 128x256x64 tiles: 0.97x bf16 torch.mm's TFLOP/s at M = 4096
     there, 13-16% ahead of example 55's 128x128x64.
 A k-tile must divide the group size (CUTLASS reads one scale row per k-tile): ``config_for`` narrows
-a row's tile K to 64 for groups of 64.  Plain data (no torch): presets, the CLI and the
-runtime read the same table.
+a row's tile K to 64 for groups of 64.  e4m3 weights (W8A16: per channel, group = K) take the same
+rows, not yet timed for them: the weight streams the same way at twice the bytes (perf/bench_fp8_weight.py
+measures it).  Plain data (no torch): presets, the CLI and the runtime read the same table.
 """
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def row_index(arch: str, m: int) -> int:
 
 def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int, bias_dtype=None,
              residual_dtype=None, arch: str = "sm90a") -> Int4Spec:
-    """The kernel int4_linear runs for these arguments (x dtype, 's4'/'u4', epilogue, group size, K, M)."""
+    """The kernel int4_linear (weight 's4'/'u4') or fp8_weight_linear ('e4m3', group size = K) runs for
+    these arguments (x dtype, weight, epilogue, group size, K, M)."""
     rule = RULES[arch][row_index(arch, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,

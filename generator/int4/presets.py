@@ -1,27 +1,38 @@
-"""Named lists of int4 specs (`fused-gemm build --preset ...`): 'int4-gpu-tests' is what
+"""Named lists of int4-family specs (`fused-gemm build --preset ...`): 'int4-gpu-tests' is what
 tests/test_int4.py runs on a GPU, 'int4-bench' what perf/bench_int4.py times, 'int4-sweep' the
-alternatives its --sweep times."""
+alternatives its --sweep times; 'fp8-weight-gpu-tests', 'fp8-weight-bench' and 'fp8-weight-sweep'
+the same for the e4m3 weights of fp8_weight_linear (tests/test_fp8_weight.py, perf/bench_fp8_weight.py)."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
-from ..gemm.spec import Epilogue
+from ..gemm.spec import Epilogue, canonical_dtype
 from .heuristics import RULES, SWEEP_CONFIGS, config_for
-from .spec import Int4Spec
+from .spec import FP8_WEIGHTS, Int4Spec
 
 # (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
+# fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
+FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
 
 def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
                out_dtype: Optional[str] = None, arch: str = "sm90a") -> List[Int4Spec]:
-    """The kernels ``int4_linear`` uses for these arguments, one per M bucket of its table (for a
-    per-channel weight, pass any group size that is a multiple of 128)."""
+    """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
+    arguments, one per M bucket of its table (for a per-channel int4 weight, pass any group size that
+    is a multiple of 128; an e4m3 weight is always per channel and ignores it)."""
     ep = Epilogue.parse(epilogue)
     k = 1 << 40   # a K no group equals: the group size alone decides the tile K
-    return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group_size, k), arch=arch)
+    group = k if canonical_dtype(weight) in FP8_WEIGHTS else group_size
+    return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch)
             for rule in RULES[arch]]
+
+
+def fp8_weight_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype: Optional[str] = None,
+                     arch: str = "sm90a") -> List[Int4Spec]:
+    """The kernels ``fp8_weight_linear`` uses for x of ``dtype`` and this epilogue, one per M bucket."""
+    return int4_specs(dtype, "e4m3", epilogue, out_dtype=out_dtype, arch=arch)
 
 
 def _gpu_tests() -> List[Int4Spec]:
@@ -35,9 +46,17 @@ def _gpu_tests() -> List[Int4Spec]:
     return specs
 
 
+def _fp8_weight_gpu_tests() -> List[Int4Spec]:
+    return [s for dtype in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES for s in fp8_weight_specs(dtype, ep)]
+
+
 PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in SWEEP_CONFIGS],
     "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[0]],
+    "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
+    "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),
+    "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in SWEEP_CONFIGS],
+    "fp8-weight-compile-ci": lambda: [fp8_weight_specs("bf16", TEST_FULL_EPILOGUE)[0]],
 }

@@ -1,24 +1,46 @@
 """The int4 family's template variables: the GEMM family's epilogue tree and schedules, with the
-mixed-input mainloop's operands (the int4 weight is always the kernel's A operand)."""
+mixed-input mainloop's operands (the int4 or fp8 weight is always the kernel's A operand)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict
 
-from ..gemm.evt import build_tree
+from ..gemm.evt import Node, build_tree
 from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, formula as gemm_formula
 from ..gemm.spec import DTYPES, GemmSpec
 from .spec import Int4Spec
 
+# An fp8 weight's per-channel scales: the ABI's `scales` field, read by the epilogue's col_scale step.
+FP8_SCALE_STEP, FP8_SCALE_FIELD = "col_scale", "scales"
+
 
 def epilogue_spec(spec: Int4Spec) -> GemmSpec:
     """The 16-bit GEMM with this kernel's epilogue and swapped tile config: its tree is ours (the
-    epilogue sees the accumulators of D^T either way)."""
+    epilogue sees the accumulators of D^T either way).  An fp8 weight adds its per-channel scale
+    as the first step (fp32, on the accumulator)."""
+    ep = replace(spec.epilogue, col_scale=True) if spec.fp8_weight else spec.epilogue
     return GemmSpec(spec.dtype, out_dtype=spec.out_dtype, residual_dtype=spec.residual_dtype,
-                    bias_dtype=spec.bias_dtype, epilogue=spec.epilogue, config=spec.config, arch=spec.arch)
+                    bias_dtype=spec.bias_dtype, epilogue=ep, config=spec.config, arch=spec.arch)
+
+
+def _read_from(node: Node, operand: str, field: str) -> Node:
+    """The tree with every leaf that reads Problem field ``operand`` reading ``field`` instead."""
+    children = tuple(_read_from(c, operand, field) for c in node.children)
+    return replace(node, children=children, operand=field if node.operand == operand else node.operand)
+
+
+def tree(spec: Int4Spec) -> Node:
+    t = build_tree(epilogue_spec(spec))
+    # The int4 ABI has no col_scale field (adding one would change every int4 kernel's source):
+    # an fp8 weight's scales travel in `scales`, which its mainloop leaves unread.
+    return _read_from(t, FP8_SCALE_STEP, FP8_SCALE_FIELD) if spec.fp8_weight else t
 
 
 def formula(spec: Int4Spec) -> str:
-    return gemm_formula(epilogue_spec(spec)).replace("acc", "(x . dequant(W)^T)", 1)
+    text = gemm_formula(epilogue_spec(spec))
+    if spec.fp8_weight:
+        return text.replace("col_scale[n] * acc", "scales[n] * (x . W^T)", 1)
+    return text.replace("acc", "(x . dequant(W)^T)", 1)
 
 
 def template(spec: Int4Spec) -> str:
@@ -30,10 +52,12 @@ def context(spec: Int4Spec) -> Dict[str, Any]:
     return dict(
         cfg=spec.config,
         formula=formula(spec),
-        tree=build_tree(epilogue_spec(spec)),
+        tree=tree(spec),
         element=DTYPES[spec.dtype][0],
         element_w=DTYPES[spec.weight][0],
         zeros=spec.weight == "u4",
+        fp8=spec.fp8_weight,
+        arguments="fp8_weight_arguments" if spec.fp8_weight else "int4_arguments",
         element_c=DTYPES[spec.residual_dtype][0] if spec.epilogue.residual else "void",
         element_d=DTYPES[spec.out_dtype][0],
         kernel_schedule=kernel_schedule,

@@ -1,4 +1,5 @@
-"""The int4 family's spec: one W4A16 GEMM, int4 weights dequantised inside the mainloop.
+"""The int4 family's spec: one mixed-input GEMM, W4A16 (int4 weights dequantised inside the mainloop)
+or W8A16 (fp8 e4m3 weights converted inside the mainloop).
 
     D[M, N] = epilogue(X[M, K] @ dequant(W)^T),   dequant(W)[n, k] = scale[g, n] * q[n, k] (+ zero[g, n])
 
@@ -8,21 +9,29 @@ kernel always computes D^T = W . X^T (``config.swap_ab`` is required), which als
 step's few tokens on the tile's narrow N side.  The group size is a runtime argument (CUTLASS reads
 it per launch): one kernel serves every group size that its tile K divides, and per-channel scales
 (group size = K).  ``weight`` 's4' is symmetric (signed codes, scales only), 'u4' asymmetric
-(unsigned codes, scales and additive zero offsets).  The tile configuration is the GEMM family's
-``TileConfig``, the epilogue its ``Epilogue`` restricted to bias, activation and residual.
+(unsigned codes, scales and additive zero offsets).  'e4m3' is an fp8 weight with one fp32 scale per
+output channel (g = K, no zero offsets): the mainloop only converts it (exact in bf16 and fp16) and
+the epilogue multiplies the fp32 accumulator by scale[n], which one scale per channel allows (it
+factors out of the K sum) and which saves the mainloop's scale loads and 16-bit rounding.  e4m3 is a
+weight kind of this family, not a family of its own: its mainloop, tile configs, epilogue trees, ABI,
+op and table are the int4 kernels'.  The tile configuration is the GEMM family's ``TileConfig``, the
+epilogue its ``Epilogue`` restricted to bias, activation and residual (an e4m3 kernel's per-channel
+scale comes with its weight, not spelled in the epilogue).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..errors import SpecError
 from ..gemm.spec import (ACTIVATIONS, ARCHES, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TILE_URI, Epilogue,
                          TileConfig, canonical_dtype)
 
-DTYPES = ("bf16", "fp16")          # activations; scales and zero offsets are in the same dtype (the MMA's)
-WEIGHTS = ("s4", "u4")             # s4: symmetric; u4: asymmetric, with zero offsets
+DTYPES = ("bf16", "fp16")          # activations; int4 scales and zero offsets are in the same dtype (the MMA's)
+INT4_WEIGHTS = ("s4", "u4")        # s4: symmetric; u4: asymmetric, with zero offsets
+FP8_WEIGHTS = ("e4m3",)            # per-channel fp32 scales, applied in the epilogue
+WEIGHTS = INT4_WEIGHTS + FP8_WEIGHTS
 TILE_K = (64, 128)                 # a k-tile must divide the group size; CUTLASS's mixed-input mainloop needs >= 64
 DEFAULT_CONFIG = TileConfig((64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True)
 
@@ -55,14 +64,16 @@ class Int4Spec:
         if dtype not in DTYPES:
             raise SpecError(f"int4 activation dtype {dtype!r} is not one of {DTYPES}")
         if self.weight not in WEIGHTS:
-            raise SpecError(f"int4 weight dtype {self.weight!r} is not one of {WEIGHTS} (s4 symmetric, u4 with zeros)")
+            raise SpecError(f"int4 weight dtype {self.weight!r} is not one of {WEIGHTS} (s4 symmetric, u4 with zeros, "
+                            "e4m3 fp8 with per-channel scales)")
         for name in ("out_dtype", "residual_dtype", "bias_dtype"):
             if getattr(self, name) not in OUTPUT_DTYPES:
                 raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
         ep = self.epilogue
         if ep.row_scale or ep.col_scale or ep.a_scale or ep.b_scale:
-            raise SpecError(f"int4 epilogue {ep.name!r}: the weight's scales live in the mainloop; the epilogue "
-                            "takes bias, an activation and a residual only")
+            raise SpecError(f"int4 epilogue {ep.name!r}: the weight's scales come with the weight (the mainloop's, or "
+                            "an e4m3 weight's implied first step); the epilogue takes bias, an activation and a "
+                            "residual only")
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         cfg = self.config
@@ -104,9 +115,22 @@ class Int4Spec:
     def with_config(self, config: TileConfig) -> "Int4Spec":
         return replace(self, config=config)
 
+    @property
+    def fp8_weight(self) -> bool:
+        """An fp8 weight (W8A16): converted in the mainloop, its per-channel scale an epilogue step."""
+        return self.weight in FP8_WEIGHTS
+
+    @property
+    def csrc_includes(self) -> Tuple[str, ...]:
+        """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
+        the fp8-weight glue, kept out of the int4 kernels' keys."""
+        return ("fp8_weight",) if self.fp8_weight else ()
+
     def supports_group(self, group_size: int, k: int) -> bool:
         """Whether this kernel's k-tile can take scales in groups of ``group_size`` along K = ``k``
-        (CUTLASS: a group is whole k-tiles, or the whole K)."""
+        (CUTLASS: a group is whole k-tiles, or the whole K; an fp8 weight's scales are per channel)."""
+        if self.fp8_weight:
+            return group_size == k
         return group_size == k or group_size % self.config.tile[2] == 0
 
 
@@ -115,4 +139,5 @@ _URI = re.compile(
     rf"^int4_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_w-(?P<w>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
     rf"(?:_bias-(?P<bias>{_DT}))?{TILE_URI}(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
 
-__all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "Int4Spec", "SCHEDULES", "TILE_K", "TILE_SCHEDULERS", "WEIGHTS"]
+__all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "FP8_WEIGHTS", "INT4_WEIGHTS", "Int4Spec", "SCHEDULES", "TILE_K",
+           "TILE_SCHEDULERS", "WEIGHTS"]
