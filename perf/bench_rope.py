@@ -131,15 +131,53 @@ def _preallocated_gemm(s):
 PREALLOCATED = {"ours": _preallocated_ours, "gemm": _preallocated_gemm}
 
 
+def launch_sweep(m, configs, group: int = 3):
+    """--launch-sweep: qkv_rope's kernel on each tile config x launch option (swizzle, raster), each
+    against linear as shipped, in a CUDA graph with preallocated outputs; groups of ``group``
+    variants are timed with the GEMM (ratios per repetition), as the tuner does."""
+    from fused_gemm import jit
+    from fused_gemm.generator import TileConfig
+    from fused_gemm.generator.gemm.tuning_space import _GRID
+    from fused_gemm.generator.rope import RopeSpec
+    sets = make_sets(m)
+    outs = [tuple(torch.empty(m, h, D, dtype=torch.bfloat16, device="cuda") for h in (HQ, HKV, HKV)) for _ in sets]
+
+    def calls(config, launch):
+        op = jit.compile(RopeSpec("bf16", D, 0, "neox", False, config=TileConfig.from_name(config)))
+        return [lambda s=s, o=o: op.run(s["x"], s["packed"].weight, None, s["pos"], CACHE, HQ, HKV, *o, launch, False)
+                for s, o in zip(sets, outs)]
+    variants = [(c, l) for c in configs for l in _GRID]
+    gemm = [_preallocated_gemm(s) for s in sets]
+    results = []
+    for i in range(0, len(variants), group):
+        chunk = variants[i:i + group]
+        samples = time_samples({"gemm": gemm, **{str(j): calls(*v) for j, v in enumerate(chunk)}},
+                               graph=True, min_calls=10 if m >= 1024 else 64, reps=15)
+        over = paired_ratios(samples, "gemm")
+        results += [(v, over[str(j)], statistics.median(samples[str(j)]) * 1e6) for j, v in enumerate(chunk)]
+    return results
+
+
 def main(argv=None) -> int:
     global CACHE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
     ap.add_argument("--m", type=int, nargs="*", default=list(M_VALUES))
+    ap.add_argument("--launch-sweep", nargs="+", metavar="CONFIG",
+                    help="instead of the bars: time these tile configs (names like t128x128x64_c1x2x1_pp_persist) "
+                         "under every launch option against linear, per M")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     CACHE = fused_gemm.rope_cos_sin_cache(131072, D, base=500000.0, device="cuda")
     warm_gpu()
+    if args.launch_sweep:
+        with torch.no_grad():
+            for m in args.m:
+                res = launch_sweep(m, args.launch_sweep)
+                print(f"M={m}: qkv_rope kernel / linear as shipped, graph, outputs preallocated")
+                for (config, launch), ratio, us in sorted(res, key=lambda r: r[1]):
+                    print(f"  {ratio:6.3f}x {us:9.1f}us  {config}  swizzle={launch.swizzle} raster={launch.raster}")
+        return 0
     with torch.no_grad():
         rows = [row(m) for m in args.m]
     if args.json:

@@ -20,7 +20,7 @@ K, HQ, HKV, D = 4096, 32, 8, 128
 QKV_N = (HQ + 2 * HKV) * D
 
 
-def launcher(kind: str, m: int, n: int, k: int):
+def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange"):
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     if kind in ("rope", "gemm"):
         w = torch.randn(QKV_N, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
@@ -28,7 +28,9 @@ def launcher(kind: str, m: int, n: int, k: int):
             return lambda: fused_gemm.linear(x, w)
         packed = fused_gemm.pack_qkv_rope(w, num_heads=HQ, num_kv_heads=HKV, head_dim=D)
         cache = fused_gemm.rope_cos_sin_cache(131072, D, base=500000.0, device="cuda")
-        pos = torch.arange(m, device="cuda") + 1000
+        pos = {"arange": lambda: torch.arange(m, device="cuda") + 1000,   # one sequence
+               "zero": lambda: torch.zeros(m, dtype=torch.int64, device="cuda"),   # one cos/sin row for all
+               "random": lambda: torch.randint(0, cache.shape[0], (m,), device="cuda")}[positions]()
         return lambda: fused_gemm.qkv_rope(x, packed, positions=pos, cos_sin_cache=cache, check_positions=False)
     if kind == "gated":
         wg, wu = (torch.randn(14336, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5 for _ in range(2))
@@ -48,9 +50,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=K)
     ap.add_argument("--count", type=int, default=6)
+    ap.add_argument("--positions", choices=("arange", "zero", "random"), default="arange",
+                    help="rope: the tokens' positions (how many cos/sin rows the epilogue reads, and where)")
     args = ap.parse_args(argv)
     with torch.no_grad():
-        call = launcher(args.kind, args.m, args.n, args.k)
+        call = launcher(args.kind, args.m, args.n, args.k, args.positions)
         for _ in range(args.count):
             call()
     torch.cuda.synchronize()
