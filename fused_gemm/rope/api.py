@@ -26,18 +26,21 @@ _selection = jit.Selection("qkv_rope")
 
 
 def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp, LaunchOptions]:
-    """The heuristic's tile for M, with the launch options (swizzle, raster, PDL) of the GEMM tuned
-    for this weight shape where it runs that same tile.  A tuned tile of its own is not taken: on an
-    H100 the rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16,
-    against 0.99x on the heuristic's 64x16."""
+    """The GEMM's tuned tile and launch options for this weight shape and M where the rope epilogue
+    can run that tile (prefill: the epilogue hides behind the other warpgroup's MMA, so what is fastest
+    for the GEMM is fastest here); the heuristic's tile otherwise.  A tuned swap-AB (decode) tile is
+    not taken: on an H100 the rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM
+    at M = 16, against 0.99x on the heuristic's 64x16."""
     bucket = bucket_of(m)
     k = x.shape[-1] if x.dim() else -1
 
     def choose():
         rule = heuristics.pick("sm90a", m)
         tuned = gemm_rule(x, DTYPE_NAMES[x.dtype], n, k, bucket)
-        launch = tuned.launch if tuned.config == rule.config else rule.launch
         spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
+        launch = tuned.launch if tuned.config == rule.config else rule.launch
+        if not tuned.config.swap_ab and tuned.config != rule.config and spec.accepts(tuned.config):
+            spec, launch = spec.with_config(tuned.config), tuned.launch
         return jit.compile(spec), launch
     return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket), "x", x, choose)
 

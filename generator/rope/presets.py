@@ -32,8 +32,17 @@ def _tuned_gemms(n: int, k: int, dtype: str = "bf16") -> list:
             for rule in ((tuned.load(gpu).rules(dtype, n, k) or ()) if tuned.load(gpu) else ())]
 
 
+def _tuned_ropes(n: int, k: int, dtype: str = "bf16") -> List[RopeSpec]:
+    """The rope kernels qkv_rope takes from the tuned GEMM tables for one weight shape (prefill tiles
+    the rope epilogue can run; fused_gemm.rope.api.select)."""
+    base = RopeSpec(dtype, 128, 0, "neox")
+    return [base.with_config(g.config) for g in _tuned_gemms(n, k, dtype)
+            if not g.config.swap_ab and base.accepts(g.config)]
+
+
 PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {
     "rope-tests": _gpu_tests,
     # with the plain GEMMs perf/bench_rope.py compares against
-    "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_gemms(6144, 4096),
+    "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_gemms(6144, 4096)
+    + _tuned_ropes(6144, 4096),
 }

@@ -89,6 +89,14 @@ class RopeSpec:
     def with_config(self, config: TileConfig) -> "RopeSpec":
         return replace(self, config=config)
 
+    def accepts(self, config: TileConfig) -> bool:
+        """Whether this epilogue can run on ``config`` (a GEMM tile picked for the same shape)."""
+        try:
+            self.with_config(config)
+        except SpecError:
+            return False
+        return True
+
 
 _URI = re.compile(
     r"^rope_(?P<arch>sm\d+a?)_a-(?P<a>[a-z0-9]+)(?:_bias-(?P<bias>[a-z0-9]+))?_d(?P<d>\d+)_r(?P<r>\d+)"
