@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from . import checks
+
 LIBRARY = torch.library.Library("fused_gemm", "DEF")
 
 try:  # depth of the TorchDispatchMode stack (FakeTensorMode, proxy tracing, ...): a C call
@@ -34,3 +36,18 @@ def define(name: str, schema: str, impl, fake) -> None:
 def no_output(*args) -> None:
     """The fake kernel of an ``_out`` op: it writes its ``out`` argument and returns nothing."""
     return None
+
+
+def route(name: str, impl, args: tuple, out, *grad_inputs):
+    """Runs op ``name`` on ``args`` (x first) and ``out`` (None: a new output) by the route above:
+    ``impl(*args, out)`` directly for a plain eager call, else ``fused_gemm::<name>`` (or, given ``out``,
+    ``fused_gemm::<name>_out``) through torch.ops, after refusing ``grad_inputs`` that want a gradient
+    (on the direct route the kernel's op refuses them itself)."""
+    x = args[0]
+    if (type(x) is torch.Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, torch.Tensor):
+        return impl(*args, out)
+    checks.refuse_grad(name, *grad_inputs)
+    if out is None:
+        return getattr(torch.ops.fused_gemm, name)(*args)
+    getattr(torch.ops.fused_gemm, name + "_out")(*args, out)
+    return out

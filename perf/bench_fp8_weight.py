@@ -16,18 +16,15 @@ The kernels come from preset 'fp8-weight-bench' (the int4 table's rows, not yet 
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
 import fused_gemm
+from fused_gemm.bench.environment import write_rows
 from fused_gemm.bench.timing import compare, copy_bandwidth, paired_ratios, rotation_count, time_samples, warm_gpu
-from fused_gemm.generator import Int4Spec, LaunchOptions
-from fused_gemm.generator.int4.heuristics import SWEEP_CONFIGS
+from fused_gemm.bench.weight_only import rel_err, start_run, sweep_table, sweep_us, sweep_variants
 
 SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336)]     # (N, K), Llama-3-8B
 DECODE_M = (1, 16)
@@ -50,22 +47,12 @@ def make_sets(m, n, k, mm_everywhere: bool):
     return sets
 
 
-def rel_err(x, w) -> float:
-    rows = min(x.shape[0], 256)
-    ref = x[:rows].double() @ w.dequantize(torch.float64).T
-    got = fused_gemm.fp8_weight_linear(x[:rows].contiguous(), w).double()
-    return float((got - ref).norm() / ref.norm())
-
-
 def variants(sets, sweep: bool):
     with_mm = [s for s in sets if s[2] is not None]
     v = {"ours": [(lambda s=s: fused_gemm.fp8_weight_linear(s[0], s[1])) for s in sets],
          "mm": [(lambda s=s, w=with_mm[i % len(with_mm)][2]: torch.mm(s[0], w.t())) for i, s in enumerate(sets)]}
-    for cfg in SWEEP_CONFIGS if sweep else ():   # the alternatives, their ops called directly
-        op = fused_gemm.compile(Int4Spec("bf16", "e4m3", config=cfg))
-        launch = LaunchOptions(pdl=cfg.scheduler == "persistent")
-        v[cfg.name] = [(lambda s=s, op=op, launch=launch: op.run(s[0], s[1].weight, s[1].scale, None, s[1].K, None,
-                                                                None, None, launch)) for s in sets]
+    if sweep:   # per channel: the group is all of K
+        v.update(sweep_variants(sets, "e4m3", lambda w: (w.weight, w.scale, w.K)))
     return v
 
 
@@ -74,11 +61,12 @@ def decode_row(m, n, k, bandwidth, sweep: bool):
     t = compare(variants(sets, sweep), graph=True, min_calls=64, reps=15)
     floor = (n * k + 4 * n) / bandwidth
     ratio, speedup = t["ours"] / floor, t["mm"] / t["ours"]
+    err = rel_err(fused_gemm.fp8_weight_linear, sets[0][0], sets[0][1])
     row = {"kind": "decode", "M": m, "N": n, "K": k, "ours_us": t["ours"] * 1e6, "floor_us": floor * 1e6,
-           "floor_ratio": ratio, "mm_us": t["mm"] * 1e6, "speedup": speedup, "rel_err": rel_err(sets[0][0], sets[0][1]),
+           "floor_ratio": ratio, "mm_us": t["mm"] * 1e6, "speedup": speedup, "rel_err": err,
            "ok": ratio <= FLOOR_BAR and speedup >= MM_SPEEDUP_BAR}
     if sweep:
-        row["sweep_us"] = {cfg.name: t[cfg.name] * 1e6 for cfg in SWEEP_CONFIGS}
+        row["sweep_us"] = sweep_us(t)
     return row
 
 
@@ -88,11 +76,12 @@ def prefill_row(m, n, k, sweep: bool):
     t = {name: statistics.median(ts) for name, ts in samples.items()}
     flop = 2 * m * n * k
     mm_ratio = paired_ratios(samples, "ours")["mm"]                        # mm's time / ours
+    err = rel_err(fused_gemm.fp8_weight_linear, sets[0][0], sets[0][1])
     row = {"kind": "prefill", "M": m, "N": n, "K": k, "ours_tflops": flop / t["ours"] / 1e12,
            "mm_tflops": flop / t["mm"] / 1e12, "tflops_ratio": mm_ratio, "ours_us": t["ours"] * 1e6,
-           "rel_err": rel_err(sets[0][0], sets[0][1]), "ok": mm_ratio >= PREFILL_MM_BAR}
+           "rel_err": err, "ok": mm_ratio >= PREFILL_MM_BAR}
     if sweep:
-        row["sweep_us"] = {cfg.name: t[cfg.name] * 1e6 for cfg in SWEEP_CONFIGS}
+        row["sweep_us"] = sweep_us(t)
     return row
 
 
@@ -113,27 +102,13 @@ def table(rows, bandwidth) -> str:
                       "  verdict"]
         lines += [f"{r['M']}x{r['N']}x{r['K']:<16}{r['mm_tflops']:>7.0f} TF/s{r['ours_tflops']:>7.0f} TF/s"
                   f"{r['tflops_ratio']:>8.3f}{PREFILL_MM_BAR:>6.2f}{r['rel_err']:>10.1e}  {verdict(r)}" for r in pre]
-    swept = [r for r in rows if "sweep_us" in r]
-    if swept:
-        names = list(swept[0]["sweep_us"])
-        lines += ["", "sweep (us; decode in a CUDA graph, prefill eager; 'table' = the kernel fp8_weight_linear picks):",
-                  f"{'MxNxK':<20}{'table':>8}" + "".join(f"{'#' + str(i):>9}" for i in range(len(names)))]
-        lines += [f"{r['M']}x{r['N']}x{r['K']:<10}{r['ours_us']:>8.1f}" +
-                  "".join(f"{r['sweep_us'][nm]:>9.1f}" for nm in names) for r in swept]
-        lines += [f"  #{i}: {nm}" for i, nm in enumerate(names)]
+    lines += sweep_table(rows, "fp8_weight_linear")
     return "\n".join(lines)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", help="write the rows here as JSON")
-    ap.add_argument("--only", choices=("decode", "prefill"), help="run one section")
-    ap.add_argument("--sweep", action="store_true", help="also time SWEEP_CONFIGS (preset 'fp8-weight-sweep')")
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_fp8_weight needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
-    fused_gemm.warmup("fp8-weight-bench", *(["fp8-weight-sweep"] if args.sweep else []))   # build and load first
+    args = start_run("bench_fp8_weight", __doc__, "also time SWEEP_CONFIGS (preset 'fp8-weight-sweep')",
+                     "fp8-weight-bench", "fp8-weight-sweep", argv)
     warm_gpu()
     bandwidth = copy_bandwidth()
     rows = []
@@ -142,9 +117,7 @@ def main(argv=None):
             rows += [decode_row(m, n, k, bandwidth, args.sweep) for m in DECODE_M for n, k in SHAPES]
         if args.only in (None, "prefill"):
             rows += [prefill_row(m, n, k, args.sweep) for m in PREFILL_M for n, k in SHAPES]
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "bandwidth": bandwidth,
-                                               "rows": rows}, indent=1))
+    write_rows(args.json, rows, bandwidth=bandwidth)
     print(table(rows, bandwidth))
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -12,14 +12,13 @@ their bytes / the measured copy bandwidth (bar <= 1.1).  Every row checks our ou
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 import fused_gemm
+from fused_gemm.bench.environment import write_rows
 from fused_gemm.bench.timing import compare, copy_bandwidth, rotation_count, warm_gpu
 
 K, I = 4096, 14336
@@ -118,9 +117,7 @@ def main(argv=None) -> int:
     warm_gpu()
     with torch.no_grad():
         rows = [row(m, floor_s) for m in args.m]
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "bandwidth": bandwidth,
-                                               "rows": rows}, indent=1))
+    write_rows(args.json, rows, bandwidth=bandwidth)
     print(table(rows, bandwidth))
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -18,19 +18,16 @@ M <= 16 row of the table should take).  The table's kernels come from preset 'in
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
 import fused_gemm
 from fused_gemm.bench.baselines import INNER_K_TILES, tinygemm_available, tinygemm_weight
+from fused_gemm.bench.environment import write_rows
 from fused_gemm.bench.timing import compare, copy_bandwidth, paired_ratios, rotation_count, time_samples, warm_gpu
-from fused_gemm.generator import Int4Spec, LaunchOptions
-from fused_gemm.generator.int4.heuristics import SWEEP_CONFIGS
+from fused_gemm.bench.weight_only import rel_err, start_run, sweep_table, sweep_us, sweep_variants
 
 SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336)]     # (N, K), Llama-3-8B
 DECODE_M = (1, 16)
@@ -54,55 +51,36 @@ def make_sets(m, n, k, baseline: bool):
     return sets
 
 
-def rel_err(x, w) -> float:
-    rows = min(x.shape[0], 256)
-    ref = x[:rows].double() @ w.dequantize(torch.float64).T
-    got = fused_gemm.int4_linear(x[:rows].contiguous(), w).double()
-    return float((got - ref).norm() / ref.norm())
-
-
-def variants(sets, baseline: bool):
+def variants(sets, baseline: bool, sweep: bool):
     v = {"ours": [(lambda s=s: fused_gemm.int4_linear(s[0], s[1])) for s in sets]}
     if baseline:
         v["tinygemm"] = [(lambda s=s: torch._weight_int4pack_mm(s[0], s[2][0], GROUP, s[2][1])) for s in sets]
-    return v
-
-
-def sweep_variants(sets):
-    """The alternative configs of SWEEP_CONFIGS on the same sets (their ops called directly)."""
-    v = {}
-    for cfg in SWEEP_CONFIGS:
-        op = fused_gemm.compile(Int4Spec("bf16", "s4", config=cfg))
-        launch = LaunchOptions(pdl=cfg.scheduler == "persistent")
-        v[cfg.name] = [(lambda s=s, op=op, launch=launch: op.run(s[0], s[1].packed, s[1].scales, None, GROUP, None,
-                                                                None, None, launch)) for s in sets]
+    if sweep:
+        v.update(sweep_variants(sets, "s4", lambda w: (w.packed, w.scales, GROUP)))
     return v
 
 
 def decode_row(m, n, k, bandwidth, baseline: bool, sweep: bool):
     sets = make_sets(m, n, k, baseline)
-    v = variants(sets, baseline)
-    if sweep:
-        v.update(sweep_variants(sets))
+    v = variants(sets, baseline, sweep)
     t = compare(v, graph=True, min_calls=64, reps=15)
     floor = (n * k // 2 + n * (k // GROUP) * 2) / bandwidth
     ratio = t["ours"] / floor
     bar = FLOOR_BAR.get((n, k), FLOOR_BAR_DEFAULT)
     speedup = t["tinygemm"] / t["ours"] if baseline else None
     ok = ratio <= bar and (speedup is None or speedup >= SPEEDUP_BAR[m])
+    err = rel_err(fused_gemm.int4_linear, sets[0][0], sets[0][1])
     row = {"kind": "decode", "M": m, "N": n, "K": k, "ours_us": t["ours"] * 1e6, "floor_us": floor * 1e6,
            "floor_ratio": ratio, "floor_bar": bar, "tinygemm_us": t.get("tinygemm", float("nan")) * 1e6,
-           "speedup": speedup, "speedup_bar": SPEEDUP_BAR[m], "rel_err": rel_err(sets[0][0], sets[0][1]), "ok": ok}
+           "speedup": speedup, "speedup_bar": SPEEDUP_BAR[m], "rel_err": err, "ok": ok}
     if sweep:
-        row["sweep_us"] = {cfg.name: t[cfg.name] * 1e6 for cfg in SWEEP_CONFIGS}
+        row["sweep_us"] = sweep_us(t)
     return row
 
 
 def prefill_row(m, n, k, baseline: bool, sweep: bool):
     sets = make_sets(m, n, k, baseline)
-    v = variants(sets, baseline)
-    if sweep:
-        v.update(sweep_variants(sets))
+    v = variants(sets, baseline, sweep)
     wd = [s[1].dequantize(torch.bfloat16) for s in sets[:2]]              # bf16 weights for torch.mm
     v["mm"] = [(lambda s=s, w=wd[i % 2]: torch.mm(s[0], w.t())) for i, s in enumerate(sets)]
     samples = time_samples(v, min_calls=10, reps=21)
@@ -112,11 +90,11 @@ def prefill_row(m, n, k, baseline: bool, sweep: bool):
     mm_ratio = ratios["mm"]
     speedup = ratios["tinygemm"] if baseline else None
     ok = mm_ratio >= PREFILL_MM_BAR and (speedup is None or speedup >= PREFILL_TINYGEMM_BAR)
+    err = rel_err(fused_gemm.int4_linear, sets[0][0], sets[0][1])
     return {"kind": "prefill", "M": m, "N": n, "K": k, "ours_tflops": flop / t["ours"] / 1e12,
             "mm_tflops": flop / t["mm"] / 1e12, "tflops_ratio": mm_ratio, "ours_us": t["ours"] * 1e6,
             "tinygemm_us": t.get("tinygemm", float("nan")) * 1e6, "speedup": speedup,
-            "rel_err": rel_err(sets[0][0], sets[0][1]), "ok": ok,
-            **({"sweep_us": {cfg.name: t[cfg.name] * 1e6 for cfg in SWEEP_CONFIGS}} if sweep else {})}
+            "rel_err": err, "ok": ok, **({"sweep_us": sweep_us(t)} if sweep else {})}
 
 
 def _verdict(r) -> str:
@@ -147,27 +125,13 @@ def table(rows, bandwidth, baseline_note) -> str:
             lines.append(f"{r['M']}x{r['N']}x{r['K']:<16}{r['mm_tflops']:>7.0f} TF/s{r['ours_tflops']:>7.0f} TF/s"
                          f"{r['tflops_ratio']:>8.3f}{PREFILL_MM_BAR:>6.2f}{r['tinygemm_us']:>9.0f}us{_x(r['speedup'])}"
                          f"{PREFILL_TINYGEMM_BAR:>6.1f}{r['rel_err']:>10.1e}  {_verdict(r)}")
-    swept = [r for r in rows if "sweep_us" in r]
-    if swept:
-        names = list(swept[0]["sweep_us"])
-        lines += ["", "sweep (us; decode in a CUDA graph, prefill eager; 'table' = the kernel int4_linear picks):",
-                  f"{'MxNxK':<20}{'table':>8}" + "".join(f"{'#' + str(i):>9}" for i in range(len(names)))]
-        lines += [f"{r['M']}x{r['N']}x{r['K']:<10}{r['ours_us']:>8.1f}" +
-                  "".join(f"{r['sweep_us'][nm]:>9.1f}" for nm in names) for r in swept]
-        lines += [f"  #{i}: {nm}" for i, nm in enumerate(names)]
+    lines += sweep_table(rows, "int4_linear")
     return "\n".join(lines)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", help="write the rows here as JSON")
-    ap.add_argument("--only", choices=("decode", "prefill"), help="run one section")
-    ap.add_argument("--sweep", action="store_true", help="also time SWEEP_CONFIGS at the decode rows")
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_int4 needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
-    fused_gemm.warmup("int4-bench", *(["int4-sweep"] if args.sweep else []))   # build (if missing) and load first
+    args = start_run("bench_int4", __doc__, "also time SWEEP_CONFIGS at the decode rows", "int4-bench", "int4-sweep",
+                     argv)
     missing = tinygemm_available(GROUP)
     baseline = not missing
     note = "" if baseline else f" UNAVAILABLE here ({missing}): speedup bars not judged"
@@ -181,9 +145,7 @@ def main(argv=None):
             rows += [decode_row(m, n, k, bandwidth, baseline, args.sweep) for m in DECODE_M for n, k in SHAPES]
         if args.only in (None, "prefill"):
             rows += [prefill_row(m, n, k, baseline, args.sweep) for m in PREFILL_M for n, k in SHAPES]
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "bandwidth": bandwidth,
-                                               "baseline": baseline or missing, "rows": rows}, indent=1))
+    write_rows(args.json, rows, bandwidth=bandwidth, baseline=baseline or missing)
     print(table(rows, bandwidth, note))
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -8,7 +8,6 @@ import ctypes
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import fused_gemm
 import fused_gemm.int4.w8a16  # noqa: F401  (registers the torch ops)
@@ -16,6 +15,9 @@ from fused_gemm.generator import Int4Spec, SpecError, TileConfig, preset, render
 from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, spec_for
 from fused_gemm.generator.int4.presets import FP8_WEIGHT_TEST_EPILOGUES, TEST_FULL_EPILOGUE
 from fused_gemm.quant.fp8_weight import Fp8Weight
+
+from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op,
+                      check_cuda_graph_replay, check_in_place_residual_batched, weight_only_reference)
 
 FP8 = torch.float8_e4m3fn
 FULL = TEST_FULL_EPILOGUE
@@ -213,11 +215,6 @@ def test_representative_kernel_compiles_without_perf_bugs(tmp_cache):
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
-TOL = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-ACTIVATIONS = {"identity": lambda t: t, "silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
-
-
 def make_weight(n, k, seed=0, device="cuda") -> Fp8Weight:
     """An Fp8Weight quantised from N(0, 1/K) rows of spread magnitudes (so the per-channel scales differ)."""
     gen = torch.Generator().manual_seed(seed)
@@ -225,24 +222,9 @@ def make_weight(n, k, seed=0, device="cuda") -> Fp8Weight:
     return fused_gemm.quantize_fp8_weight(w).to(device)
 
 
-def reference(x, w: Fp8Weight, bias=None, activation="identity", residual=None):
-    """float64, from the dequantised weight."""
-    acc = x.double().reshape(-1, w.K) @ w.dequantize(torch.float64).T
-    if bias is not None:
-        acc = acc + bias.double()
-    acc = ACTIVATIONS[activation](acc).reshape(*x.shape[:-1], w.N)
-    return acc + residual.double() if residual is not None else acc
-
-
-def assert_close(got, ref, tol):
-    assert not torch.isnan(got).any(), "some output elements were never written (NaN poison survived)"
-    err = ((got.double() - ref).norm() / ref.norm()).item()
-    assert err < tol, f"relative error {err:.2e} > {tol:.0e}"
-
-
 def epilogue_args(epilogue: str, m: int, n: int, dt):
     steps = epilogue.split("+")
-    act = next((s for s in steps if s in ACTIVATIONS), "identity")
+    act = next((s for s in steps if s in REFERENCE_ACTIVATIONS), "identity")
     bias = torch.randn(n, dtype=dt, device="cuda") if "bias" in steps else None
     residual = torch.randn(m, n, dtype=dt, device="cuda") if "residual" in steps else None
     return bias, act, residual
@@ -257,14 +239,14 @@ def test_fp8_weight_linear_matches_float64(dtype, epilogue, m):
     w = make_weight(N_TEST, K_TEST, seed=m)
     x = torch.randn(m, K_TEST, dtype=dt, device="cuda")
     bias, act, residual = epilogue_args(epilogue, m, N_TEST, dt)
-    ref = reference(x, w, bias, act, residual)
+    ref = weight_only_reference(x, w, bias, act, residual)
     out = torch.full((m, N_TEST), float("nan"), dtype=dt, device="cuda")
     got = fused_gemm.fp8_weight_linear(x, w, bias, act, residual, out=out)
     assert got is out
-    assert_close(got, ref, TOL[dt])
+    assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
     fresh = fused_gemm.fp8_weight_linear(x, w, bias, act, residual)
     assert fresh.dtype == dt and fresh.shape == (m, N_TEST)
-    assert_close(fresh, ref, TOL[dt])
+    assert_close(fresh, ref, WEIGHT_ONLY_TOL[dt])
 
 
 @pytest.mark.gpu
@@ -275,64 +257,32 @@ def test_k_not_a_multiple_of_the_tile(k, m):
     w = make_weight(N_TEST, k, seed=k)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     out = torch.full((m, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
-    assert_close(fused_gemm.fp8_weight_linear(x, w, out=out), reference(x, w), TOL[torch.bfloat16])
+    assert_close(fused_gemm.fp8_weight_linear(x, w, out=out), weight_only_reference(x, w),
+                 WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu
 def test_in_place_residual_batched_input_and_a_pair():
     w = make_weight(N_TEST, K_TEST)
-    x = torch.randn(2, 20, K_TEST, dtype=torch.bfloat16, device="cuda")
-    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
-    r = torch.randn(2, 20, N_TEST, dtype=torch.bfloat16, device="cuda")
-    ref = reference(x, w, bias, "gelu_tanh", r)
-    got = fused_gemm.fp8_weight_linear(x, tuple(w), bias, "gelu_tanh", residual=r, out=r)   # a plain pair works
-    assert got is r and got.shape == (2, 20, N_TEST)
-    assert_close(got, ref, TOL[torch.bfloat16])
+    check_in_place_residual_batched(fused_gemm.fp8_weight_linear, w, tuple(w))   # a plain pair works
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 16])
 def test_cuda_graph_capture_and_replay(m):
     """fp8_weight_linear captured once, replayed on fresh inputs (and fresh weights in the same buffers)."""
-    w = make_weight(N_TEST, K_TEST)
-    x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
-    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
-    r = torch.randn(m, N_TEST, dtype=torch.bfloat16, device="cuda")
-    out = torch.empty(m, N_TEST, dtype=torch.bfloat16, device="cuda")
-    fused_gemm.fp8_weight_linear(x, w, bias, "gelu_tanh", r, out=out)      # load and prepare outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fused_gemm.fp8_weight_linear(x, w, bias, "gelu_tanh", r, out=out)
-    for seed in range(3):
-        x.copy_(torch.randn_like(x))
-        r.copy_(torch.randn_like(r))
-        fresh = make_weight(N_TEST, K_TEST, seed=seed + 10)
-        w.weight.copy_(fresh.weight)
-        w.scale.copy_(fresh.scale)
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_close(out, reference(x, w, bias, "gelu_tanh", r), TOL[torch.bfloat16])
+    check_cuda_graph_replay(fused_gemm.fp8_weight_linear, make_weight(N_TEST, K_TEST), m,
+                            lambda seed: make_weight(N_TEST, K_TEST, seed=seed), lambda w: (w.weight, w.scale))
 
 
 @pytest.mark.gpu
 def test_torch_compile_fullgraph_and_the_ops():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
     w = make_weight(N_TEST, K_TEST)
     bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
-
-    def f(x):
-        return fused_gemm.fp8_weight_linear(x, w, bias, "silu")
-    x = torch.randn(9, K_TEST, dtype=torch.bfloat16, device="cuda")
-    with torch.no_grad():
-        eager, compiled = f(x), torch.compile(f, fullgraph=True)(x)
-    assert not torch._dynamo.utils.counters["graph_break"]
-    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
-    out = torch.full((9, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
-    torch.ops.fused_gemm.fp8_weight_linear_out(x, w.weight, w.scale, bias, "silu", None, out)
-    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    check_compiled_and_out_op(
+        lambda x: fused_gemm.fp8_weight_linear(x, w, bias, "silu"),
+        lambda x, out: torch.ops.fused_gemm.fp8_weight_linear_out(x, w.weight, w.scale, bias, "silu", None, out),
+        K_TEST, N_TEST)
 
 
 @pytest.mark.gpu

@@ -7,7 +7,6 @@ ones marked gpu check against float64 on an sm_90 GPU (skipped without one) and 
 'int4-gpu-tests' preset (`fused-gemm build --preset int4-gpu-tests`)."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
@@ -15,6 +14,9 @@ from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, pres
 from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, config_for, spec_for, tile_k_for
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
                                     pack_codes, quantize_int4, unpack_codes)
+
+from conftest import (DTYPES, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op, check_cuda_graph_replay,
+                      check_in_place_residual_batched, weight_only_reference)
 
 DECODE = RULES["sm90a"][0].config
 FULL = "bias+gelu_tanh+residual"
@@ -334,31 +336,10 @@ def test_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
-TOL = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
 def make_weight(n, k, group, symmetric, dtype, seed=0):
     gen = torch.Generator().manual_seed(seed)
     w = torch.randn(n, k, generator=gen) / k ** 0.5
     return quantize_int4(w.to(dtype), group, symmetric).to("cuda")
-
-
-def reference(x, w: Int4Weight, bias=None, activation="identity", residual=None):
-    """float64, from the dequantised weight."""
-    acc = x.double().reshape(-1, w.K) @ w.dequantize(torch.float64).T
-    if bias is not None:
-        acc = acc + bias.double()
-    if activation == "gelu_tanh":
-        acc = F.gelu(acc, approximate="tanh")
-    acc = acc.reshape(*x.shape[:-1], w.N)
-    return acc + residual.double() if residual is not None else acc
-
-
-def assert_close(got, ref, tol):
-    assert not torch.isnan(got).any(), "some output elements were never written (NaN poison survived)"
-    err = ((got.double() - ref).norm() / ref.norm()).item()
-    assert err < tol, f"relative error {err:.2e} > {tol:.0e}"
 
 
 @pytest.mark.gpu
@@ -374,11 +355,11 @@ def test_int4_linear_matches_float64(dtype, symmetric, m):
     out = torch.full((m, N_TEST), float("nan"), dtype=dt, device="cuda")
     got = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual, out=out)
     assert got is out
-    ref = reference(x, w, bias, "gelu_tanh", residual)
-    assert_close(got, ref, TOL[dt])
+    ref = weight_only_reference(x, w, bias, "gelu_tanh", residual)
+    assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
     fresh = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual)
     assert fresh.dtype == dt and fresh.shape == (m, N_TEST)
-    assert_close(fresh, ref, TOL[dt])
+    assert_close(fresh, ref, WEIGHT_ONLY_TOL[dt])
 
 
 @pytest.mark.gpu
@@ -389,45 +370,22 @@ def test_group_sizes(symmetric, group, m):
     w = make_weight(N_TEST, K_TEST, group, symmetric, torch.bfloat16, seed=group)
     x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
     out = torch.full((m, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
-    assert_close(fused_gemm.int4_linear(x, w, out=out), reference(x, w), TOL[torch.bfloat16])
+    assert_close(fused_gemm.int4_linear(x, w, out=out), weight_only_reference(x, w), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu
 def test_in_place_residual_and_batched_input():
     w = make_weight(N_TEST, K_TEST, 128, False, torch.bfloat16)
-    x = torch.randn(2, 20, K_TEST, dtype=torch.bfloat16, device="cuda")
-    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
-    r = torch.randn(2, 20, N_TEST, dtype=torch.bfloat16, device="cuda")
-    ref = reference(x, w, bias, "gelu_tanh", r)
-    got = fused_gemm.int4_linear(x, w, bias, "gelu_tanh", residual=r, out=r)
-    assert got is r and got.shape == (2, 20, N_TEST)
-    assert_close(got, ref, TOL[torch.bfloat16])
+    check_in_place_residual_batched(fused_gemm.int4_linear, w, w)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 16])
 def test_cuda_graph_capture_and_replay(m):
     """int4_linear captured once, replayed on fresh inputs (and fresh weights in the same buffers)."""
-    w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
-    x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
-    bias = torch.randn(N_TEST, dtype=torch.bfloat16, device="cuda")
-    r = torch.randn(m, N_TEST, dtype=torch.bfloat16, device="cuda")
-    out = torch.empty(m, N_TEST, dtype=torch.bfloat16, device="cuda")
-    fused_gemm.int4_linear(x, w, bias, "gelu_tanh", r, out=out)      # load and prepare outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fused_gemm.int4_linear(x, w, bias, "gelu_tanh", r, out=out)
-    for seed in range(3):
-        x.copy_(torch.randn_like(x))
-        r.copy_(torch.randn_like(r))
-        fresh = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16, seed=seed + 10)
-        w.packed.copy_(fresh.packed)
-        w.scales.copy_(fresh.scales)
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_close(out, reference(x, w, bias, "gelu_tanh", r), TOL[torch.bfloat16])
+    check_cuda_graph_replay(fused_gemm.int4_linear, make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16), m,
+                            lambda seed: make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16, seed=seed),
+                            lambda w: (w.packed, w.scales))   # symmetric: no zeros
 
 
 @pytest.mark.gpu
@@ -442,25 +400,16 @@ def test_imported_checkpoints_run(fmt):
                           dtype=torch.bfloat16)
     w = w.to("cuda")
     x = torch.randn(7, K_TEST, dtype=torch.bfloat16, device="cuda")
-    assert_close(fused_gemm.int4_linear(x, w), reference(x, w), TOL[torch.bfloat16])
+    assert_close(fused_gemm.int4_linear(x, w), weight_only_reference(x, w), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu
 def test_torch_compile_fullgraph_and_the_ops():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
     w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
-
-    def f(x):
-        return fused_gemm.int4_linear(x, w)
-    x = torch.randn(9, K_TEST, dtype=torch.bfloat16, device="cuda")
-    with torch.no_grad():
-        eager, compiled = f(x), torch.compile(f, fullgraph=True)(x)
-    assert not torch._dynamo.utils.counters["graph_break"]
-    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
-    out = torch.full((9, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
-    torch.ops.fused_gemm.int4_linear_out(x, w.packed, w.scales, None, 128, None, None, None, out)
-    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    check_compiled_and_out_op(
+        lambda x: fused_gemm.int4_linear(x, w),
+        lambda x, out: torch.ops.fused_gemm.int4_linear_out(x, w.packed, w.scales, None, 128, None, None, None, out),
+        K_TEST, N_TEST)
 
 
 @pytest.mark.gpu

@@ -1,10 +1,13 @@
-"""What a result file records about where it was measured: GPU, driver, clocks, CUDA, torch, CUTLASS."""
+"""What a result file records about where it was measured: GPU, driver, clocks, CUDA, torch, CUTLASS
+(describe, for the sweep's files); write_rows writes the perf/bench_*.py scripts' --json files."""
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import subprocess
-from typing import Dict
+from pathlib import Path
+from typing import Dict, List, Optional
 
 import torch
 
@@ -42,3 +45,9 @@ def describe() -> Dict[str, object]:
     except Exception as exc:  # noqa: BLE001 - a results file without a toolchain line is still useful
         env["toolchain"] = f"unavailable: {exc}"
     return env
+
+
+def write_rows(path: Optional[str], rows: List[dict], **fields) -> None:
+    """Writes {"device", *fields, "rows"} as JSON to ``path``; nothing when there is no path (no --json)."""
+    if path:
+        Path(path).write_text(json.dumps({"device": torch.cuda.get_device_name(), **fields, "rows": rows}, indent=1))

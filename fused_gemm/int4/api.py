@@ -16,8 +16,8 @@ from typing import Optional
 
 import torch
 
-from .. import checks, jit
-from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
+from .. import jit
+from ..torch_ops import define, no_output, route
 from .op import Int4Op
 from .select import select as choose_kernel
 from .weight import Int4Weight, check_group_size
@@ -74,13 +74,7 @@ def int4_linear(x: Tensor, w: Int4Weight, bias: Optional[Tensor] = None, activat
     if isinstance(x, Tensor) and x.dim() and x.shape[-1] != w.K:
         raise ValueError(f"x has K = {x.shape[-1]}, but w is [N, K] = [{w.N}, {w.K}]")
     args = (x, w.packed, w.scales, w.zeros, w.group_size, bias, activation, residual)
-    if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
-        return _int4_linear(*args, out)
-    checks.refuse_grad("int4_linear", x, bias, residual)
-    if out is None:
-        return torch.ops.fused_gemm.int4_linear(*args)
-    torch.ops.fused_gemm.int4_linear_out(*args, out)
-    return out
+    return route("int4_linear", _int4_linear, args, out, x, bias, residual)
 
 
 # -- the torch.library registrations -----------------------------------------------------------

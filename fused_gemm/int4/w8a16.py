@@ -20,7 +20,7 @@ import torch
 
 from .. import checks, jit
 from ..quant.fp8_weight import Fp8Weight
-from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
+from ..torch_ops import define, no_output, route
 from .select import select
 
 Tensor = torch.Tensor
@@ -66,13 +66,7 @@ def fp8_weight_linear(x: Tensor, w: Fp8Weight, bias: Optional[Tensor] = None, ac
     if isinstance(x, Tensor) and x.dim() and x.shape[-1] != w.K:
         raise ValueError(f"x has K = {x.shape[-1]}, but w is [N, K] = [{w.N}, {w.K}]")
     args = (x, w.weight, w.scale, bias, activation, residual)
-    if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
-        return _fp8_weight_linear(*args, out)
-    checks.refuse_grad("fp8_weight_linear", x, bias, residual)
-    if out is None:
-        return torch.ops.fused_gemm.fp8_weight_linear(*args)
-    torch.ops.fused_gemm.fp8_weight_linear_out(*args, out)
-    return out
+    return route("fp8_weight_linear", _fp8_weight_linear, args, out, x, bias, residual)
 
 
 # -- the torch.library registrations -----------------------------------------------------------
