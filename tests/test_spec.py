@@ -146,6 +146,22 @@ def test_gated_spec_refuses_what_its_epilogue_cannot_do():
         RopeSpec(config=TileConfig((64, 24, 128), (1, 1, 1), "warpspecialized", swap_ab=True))
 
 
+def test_rope_l1_reserve_is_a_prefill_variant_chosen_by_m():
+    from fused_gemm.generator import RopeSpec, render, spec_from_uri
+    from fused_gemm.generator.rope import heuristics
+    prefill = TileConfig((128, 128, 64), (1, 2, 1), "pingpong")
+    decode = TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", swap_ab=True)
+    kept = RopeSpec(config=prefill, l1_reserve_kb=64)
+    assert kept.uri.endswith("_l1r64") and spec_from_uri(kept.uri) == kept
+    assert "SharedStorage)) + 65536>" in render(kept) and "SharedStorage))>" in render(RopeSpec(config=prefill))
+    for bad in ({"config": decode, "l1_reserve_kb": 64}, {"config": prefill, "l1_reserve_kb": 48}):
+        with pytest.raises(SpecError, match="l1_reserve_kb"):
+            RopeSpec(**bad)
+    assert heuristics.l1_reserve_kb(4096, prefill) == 0
+    assert heuristics.l1_reserve_kb(8192, prefill) == heuristics.l1_reserve_kb(16384, prefill) == 64
+    assert heuristics.l1_reserve_kb(16384, decode) == 0
+
+
 # -- the attention family ------------------------------------------------------------------------
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Optional, Tuple
 
 import torch
@@ -14,9 +15,10 @@ import torch
 from .. import checks, jit
 from ..generator import LaunchOptions
 from ..generator.gemm import heuristics
-from ..generator.gemm.tuned import bucket_of
+from ..generator.gemm.tuned import M_BUCKETS, bucket_of
 from ..gemm.linear import gemm_rule
 from ..generator.rope import RopeSpec
+from ..generator.rope import heuristics as rope_heuristics
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import PackedQKV, RopeOp, pack_qkv_rope
@@ -41,6 +43,7 @@ def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp
         launch = tuned.launch if tuned.config == rule.config else rule.launch
         if not tuned.config.swap_ab and tuned.config != rule.config and spec.accepts(tuned.config):
             spec, launch = spec.with_config(tuned.config), tuned.launch
+        spec = replace(spec, l1_reserve_kb=rope_heuristics.l1_reserve_kb(M_BUCKETS[bucket], spec.config))
         return jit.compile(spec), launch
     return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket), "x", x, choose)
 

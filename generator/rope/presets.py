@@ -3,15 +3,24 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
+from dataclasses import replace
+
 from ..gemm.heuristics import RULES
+from .heuristics import L1_RESERVE_ROWS
 from ..gemm.presets import linear_specs
 from .spec import RopeSpec
 
 
 def rope_specs(dtype: str = "bf16", head_dim: int = 128, rotary_dim: int = 0, style: str = "neox",
                bias: bool = False, arch: str = "sm90a") -> List[RopeSpec]:
-    """The kernels ``qkv_rope`` uses for these arguments, one per M bucket of the GEMM table."""
-    return [RopeSpec(dtype, head_dim, rotary_dim, style, bias, config=rule.config, arch=arch) for rule in RULES[arch]]
+    """The kernels ``qkv_rope`` uses for these arguments: one per rule of the GEMM heuristic, and the
+    prefill rule's large-M variant (heuristics.L1_RESERVE_ROWS)."""
+    specs = [RopeSpec(dtype, head_dim, rotary_dim, style, bias, config=rule.config, arch=arch) for rule in RULES[arch]]
+    return specs + _with_l1_reserves(specs)
+
+
+def _with_l1_reserves(specs: List[RopeSpec]) -> List[RopeSpec]:
+    return [replace(s, l1_reserve_kb=kb) for s in specs for _, kb in L1_RESERVE_ROWS if not s.config.swap_ab]
 
 
 def _gpu_tests() -> List[RopeSpec]:
@@ -36,8 +45,9 @@ def _tuned_ropes(n: int, k: int, dtype: str = "bf16") -> List[RopeSpec]:
     """The rope kernels qkv_rope takes from the tuned GEMM tables for one weight shape (prefill tiles
     the rope epilogue can run; fused_gemm.rope.api.select)."""
     base = RopeSpec(dtype, 128, 0, "neox")
-    return [base.with_config(g.config) for g in _tuned_gemms(n, k, dtype)
-            if not g.config.swap_ab and base.accepts(g.config)]
+    specs = [base.with_config(g.config) for g in _tuned_gemms(n, k, dtype)
+             if not g.config.swap_ab and base.accepts(g.config)]
+    return specs + _with_l1_reserves(specs)
 
 
 PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {

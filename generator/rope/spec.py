@@ -18,6 +18,7 @@ from ..gemm.spec import ARCHES, DTYPES as ELEMENTS, OPERAND_PAIRS, TILE_URI, Til
 DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b and ELEMENTS[a][1] == 16)
 STYLES = ("neox", "gptj")
 HEAD_DIMS = (64, 128, 256)
+L1_RESERVES_KB = (0, 64)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class RopeSpec:
     config: TileConfig = field(default_factory=lambda: TileConfig((128, 128, 64), (1, 2, 1), "pingpong"))
     pdl: bool = True
     arch: str = "sm90a"
+    l1_reserve_kb: int = 0                   # shared memory kept for L1 (a mainloop stage less): heuristics.py
 
     def __post_init__(self):
         dtype = canonical_dtype(self.dtype)
@@ -54,6 +56,9 @@ class RopeSpec:
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         check_pair_config(self.config, "rope")
+        if self.l1_reserve_kb not in L1_RESERVES_KB or (self.l1_reserve_kb and self.config.swap_ab):
+            raise SpecError(f"l1_reserve_kb {self.l1_reserve_kb} must be one of {L1_RESERVES_KB}, and 0 on swap-AB "
+                            "(decode) tiles, whose weight stream wants every stage")
         tile_n = self.config.tile[1]
         chunk = 16 * self.chunk_blocks
         if not self.config.swap_ab and tile_n % self.head_dim and (self.head_dim % tile_n or tile_n % chunk):
@@ -70,8 +75,9 @@ class RopeSpec:
     def uri(self) -> str:
         bias = f"_bias-{self.dtype}" if self.bias else ""
         pdl = "" if self.pdl else "_nopdl"
+        l1 = f"_l1r{self.l1_reserve_kb}" if self.l1_reserve_kb else ""
         return (f"rope_{self.arch}_a-{self.dtype}{bias}_d{self.head_dim}_r{self.rotary_dim}_{self.style}_"
-                f"{self.config.name}{pdl}")
+                f"{self.config.name}{l1}{pdl}")
 
     @classmethod
     def from_uri(cls, uri: str) -> "RopeSpec":
@@ -81,7 +87,7 @@ class RopeSpec:
         g = m.groupdict()
         config = TileConfig.from_uri_groups(g)
         spec = cls(g["a"], int(g["d"]), int(g["r"]), g["style"], bias=g["bias"] is not None, config=config,
-                   pdl=not g["nopdl"], arch=g["arch"])
+                   pdl=not g["nopdl"], arch=g["arch"], l1_reserve_kb=int(g["l1"] or 0))
         if spec.uri != uri:
             raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
         return spec
@@ -101,4 +107,4 @@ class RopeSpec:
 _URI = re.compile(
     r"^rope_(?P<arch>sm\d+a?)_a-(?P<a>[a-z0-9]+)(?:_bias-(?P<bias>[a-z0-9]+))?_d(?P<d>\d+)_r(?P<r>\d+)"
     rf"_(?P<style>{'|'.join(STYLES)}){TILE_URI}"
-    r"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?$")
+    r"(?P<swap>_swapab)?(?:_l1r(?P<l1>\d+))?(?P<nopdl>_nopdl)?$")
