@@ -19,6 +19,7 @@ from ..generator import LaunchOptions, SpecError
 from ..generator.gated import GatedSpec
 from ..generator.gated import heuristics
 from ..generator.gemm.spec import ACTIVATIONS
+from ..generator.gemm.tuned import gpu_key
 from ..kernel_op import dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import GatedOp, pack_gate_up
@@ -36,7 +37,7 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
             raise TypeError(f"{arg} must be a torch.Tensor, got {type(t).__name__}")
     row = heuristics.row_index("sm90a", m)
     key = (x.dtype, activation, None if bias is None else bias.dtype, None if residual is None else residual.dtype,
-           out_dtype, row)
+           out_dtype, row, x.get_device())
     hit = _selection.get(key)
     if hit is None:
         if x.get_device() < 0:
@@ -45,7 +46,7 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
             raise TypeError(f"x has dtype {x.dtype}; gated_linear takes bfloat16 or float16 activations")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
-        rule = heuristics.RULES["sm90a"][row]
+        rule = heuristics.rule_for("sm90a", gpu_key(torch.cuda.get_device_name(x.device)), row)
         try:
             spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
                              residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),

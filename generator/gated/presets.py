@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from .heuristics import RULES
+from .heuristics import GPU_ROWS, RULES
 from .spec import GatedSpec
 
 
 def gated_specs(dtype: str = "bf16", activation: str = "silu", bias: bool = False, residual: bool = False,
                 out_dtype=None, arch: str = "sm90a") -> List[GatedSpec]:
-    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of its table."""
-    return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=rule.config, arch=arch)
-            for rule in RULES[arch]]
+    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of its table (and of
+    each GPU's own rows)."""
+    configs = dict.fromkeys([rule.config for rule in RULES[arch]] +
+                            [rule.config for rows in GPU_ROWS.values() for rule in rows.values()])
+    return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=c, arch=arch) for c in configs]
 
 
 def _gpu_tests() -> List[GatedSpec]:
