@@ -1,0 +1,100 @@
+"""Times candidate tile configs and launch options of the fp8 (W8A8, per-token x per-channel scales,
+bf16 out) GEMM on Llama-3-8B's prefill shapes against torch._scaled_mm with the same scales and
+accumulation mode, to choose generator/gemm/heuristics.py's FP8_RULES.
+
+    python perf/sweep_fp8.py --build-only              # compile every candidate (no GPU needed)
+    python perf/sweep_fp8.py [--json out.json] [--m 4096] [--accum precise fast]
+
+Variants are timed three at a time with _scaled_mm on the same inputs (ratios per repetition, as
+`fused-gemm tune` does): dozens at once skew the baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from fused_gemm.generator import GemmSpec, LaunchOptions as L, TileConfig, build_many
+from fused_gemm.generator.gemm.spec import Epilogue
+
+SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
+# Without fast accumulation each consumer warpgroup keeps two copies of its accumulators (wgmma's and
+# the fp32 sum): at most 64x128 of the tile per warpgroup, or it spills.
+CONFIGS = {
+    False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative"),
+            TileConfig((128, 128, 128), (1, 2, 1), "cooperative"),
+            TileConfig((64, 128, 128), (1, 2, 1), "pingpong"),
+            TileConfig((64, 128, 128), (2, 1, 1), "pingpong")],
+    True: [TileConfig((128, 128, 128), (2, 1, 1), "pingpong"),
+           TileConfig((128, 128, 128), (1, 2, 1), "pingpong"),
+           TileConfig((128, 256, 128), (1, 2, 1), "cooperative"),
+           TileConfig((256, 128, 128), (2, 1, 1), "cooperative")],
+}
+LAUNCHES = [L(), L(swizzle=4), L(swizzle=8, raster="along_m")]
+EPILOGUE = Epilogue(row_scale=True, col_scale=True)
+
+
+def specs(accums):
+    return [GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=EPILOGUE, config=c, fast_accum=fast)
+            for fast in accums for c in CONFIGS[fast]]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--m", type=int, nargs="*", default=[4096])
+    ap.add_argument("--accum", nargs="*", choices=("precise", "fast"), default=["precise", "fast"])
+    args = ap.parse_args(argv)
+    accums = [a == "fast" for a in args.accum]
+    build_many(specs(accums), progress=False)
+    if args.build_only:
+        return 0
+    import torch
+    import fused_gemm
+    from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
+
+    warm_gpu()
+    rows = []
+    for m in args.m:
+        for layer, (n, k) in SHAPES.items():
+            x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+            w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+            xs = torch.rand(m, 1, device="cuda") + 0.5
+            ws = torch.rand(1, n, device="cuda") + 0.5
+            for fast in accums:
+                base = [lambda fast=fast: torch._scaled_mm(x, w.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16,
+                                                           use_fast_accum=fast)]
+                variants = [(spec, launch) for spec in specs([fast]) for launch in LAUNCHES]
+                for i in range(0, len(variants), 3):
+                    group = {"base": base}
+                    for j, (spec, launch) in enumerate(variants[i:i + 3]):
+                        op = fused_gemm.compile(spec)
+                        group[str(j)] = [lambda op=op, launch=launch: op(x, w, row_scale=xs.view(-1),
+                                                                         col_scale=ws.view(-1), launch=launch)]
+                    samples = time_samples(group, min_calls=10, reps=9)
+                    over = paired_ratios(samples, "base")
+                    for j, (spec, launch) in enumerate(variants[i:i + 3]):
+                        rows.append({"M": m, "layer": layer, "fast": fast, "config": spec.config.name,
+                                     "launch": f"{launch.swizzle}/{launch.raster}", "vs_scaled_mm": 1 / over[str(j)],
+                                     "us": statistics.median(samples[str(j)]) * 1e6})
+    for fast in accums:
+        print(f"{'fast' if fast else 'precise'} accumulation: speed vs torch._scaled_mm (geomean over shapes, per M)")
+        for m in args.m:
+            table = {}
+            for r in rows:
+                if r["M"] == m and r["fast"] == fast:
+                    table.setdefault((r["config"], r["launch"]), []).append(r["vs_scaled_mm"])
+            ranked = sorted(table.items(), key=lambda kv: -statistics.geometric_mean(kv[1]))
+            for (config, launch), ratios in ranked[:6]:
+                print(f"  M={m:<6} {config:<40} {launch:<14} geomean {statistics.geometric_mean(ratios):.3f}  "
+                      f"min {min(ratios):.3f}  " + " ".join(f"{v:.3f}" for v in ratios))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
