@@ -106,9 +106,12 @@ def test_only_per_tensor_scales_bring_the_evt_header_into_the_key():
         assert cache.entry_for(spec, src, tc).key == cache.cache_key(src, "sm90a", tc, folders + extra)
 
 
-def test_fp8_table_is_valid_and_shares_the_m_buckets():
+def test_fp8_table_is_valid_and_decodes_like_the_16_bit_table():
     for fast, rules in FP8_RULES.items():
-        assert [r.max_m for r in rules] == [r.max_m for r in RULES["sm90a"]]
+        bounds = [r.max_m for r in rules]
+        assert bounds == sorted(set(bounds)) and bounds[-1] == RULES["sm90a"][-1].max_m
+        decode = [r for r in RULES["sm90a"] if r.config.swap_ab]
+        assert [(r.max_m, r.config) for r in rules[:len(decode)]] == [(r.max_m, r.config) for r in decode]
         for rule in rules:
             GemmSpec("e4m3", epilogue="row_scale+col_scale", config=rule.config, fast_accum=fast)
         assert rules[0].config.swap_ab and rules[0].launch.pdl

@@ -162,6 +162,18 @@ def test_rope_l1_reserve_is_a_prefill_variant_chosen_by_m():
     assert heuristics.l1_reserve_kb(16384, decode) == 0
 
 
+def test_gpu_rope_specs_hold_every_choice_of_qkv_rope():
+    """What warmup builds ahead of a graph capture covers every M (the choice itself needs no GPU)."""
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.generator.rope import RopeSpec, gpu_rope_specs
+    from fused_gemm.generator.rope.heuristics import choose
+    for gpu, (n, k) in (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h100", (28672, 4096)), ("h200", (1, 1))):
+        listed = set(gpu_rope_specs(gpu, n, k))
+        for m in list(range(1, 300)) + [511, 512, 513, 1024, 1025, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 40000]:
+            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m)
+            assert spec in listed, (gpu, n, k, m, spec.uri)
+
+
 # -- the attention family ------------------------------------------------------------------------
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri

@@ -42,7 +42,11 @@ def backend(dev: int) -> str:
     if arch is None:
         if dev < 0:              # not a CUDA tensor: the selection refuses it
             return "sm90a"
-        arch = _device_arch[dev] = "sm90a" if torch.cuda.get_device_capability(dev) == (9, 0) else "sm80"
+        cc = torch.cuda.get_device_capability(dev)
+        if cc < (8, 0):
+            raise RuntimeError(f"attention needs a GPU of compute capability 8.0 or later; cuda:{dev} is "
+                               f"{cc[0]}.{cc[1]} ({torch.cuda.get_device_name(dev)})")
+        arch = _device_arch[dev] = "sm90a" if cc == (9, 0) else "sm80"
     return arch
 
 

@@ -49,7 +49,7 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
     try:
         key = (x.dtype, activation, None if bias is None else bias.dtype,
                None if residual is None else residual.dtype, row_scale is None, col_scale is None, out_dtype,
-               n, k, bucket)
+               n, k, bucket, x.get_device())   # the device: each GPU kind has its own tuned table
         hit = _selection.get(key)
     except AttributeError:   # a non-tensor argument: say which
         for name, t in (("bias", bias), ("residual", residual)):
@@ -76,7 +76,7 @@ def gemm_rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
-    dtype, activation, bias_dtype, residual_dtype, no_row_scale, no_col_scale, out_dtype, n, k, bucket = key
+    dtype, activation, bias_dtype, residual_dtype, no_row_scale, no_col_scale, out_dtype, n, k, bucket, _ = key
     if x.get_device() < 0:   # before anything is built for it
         raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
     if dtype is not torch.bfloat16 and dtype is not torch.float16:

@@ -60,7 +60,9 @@ def fp8_weight_linear(x: Tensor, w: Fp8Weight, bias: Optional[Tensor] = None, ac
     contiguous, float32 [N]), N a multiple of 8, K of 16; bias: [N] (x's dtype, or fp32); residual:
     [..., N] (may be ``out`` for an in-place residual add); output x's dtype.  The kernel is chosen by
     M (= x.numel() // K) from generator/int4/heuristics.py, built on first use and cached on disk.  No
-    sync, no allocation beyond the output: CUDA-graph capturable.
+    sync, no allocation beyond the output: CUDA-graph capturable.  Pass an Fp8Weight made once at load
+    time: a (weight, scale) pair is checked again on every call, and a per-tensor scale in it is
+    expanded to [N] by a copy each time (inside a graph capture, that copy is captured with it).
     """
     w = _weight(w)
     if isinstance(x, Tensor) and x.dim() and x.shape[-1] != w.K:

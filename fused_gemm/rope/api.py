@@ -7,15 +7,13 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 from typing import Optional, Tuple
 
 import torch
 
 from .. import checks, jit
 from ..generator import LaunchOptions
-from ..generator.gemm import heuristics
-from ..generator.gemm.tuned import M_BUCKETS, bucket_of
+from ..generator.gemm.tuned import bucket_of
 from ..gemm.linear import gemm_rule
 from ..generator.rope import RopeSpec
 from ..generator.rope import heuristics as rope_heuristics
@@ -28,24 +26,19 @@ _selection = jit.Selection("qkv_rope")
 
 
 def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp, LaunchOptions]:
-    """The GEMM's tuned tile and launch options for this weight shape and M where the rope epilogue
-    can run that tile (prefill: the epilogue hides behind the other warpgroup's MMA, so what is fastest
-    for the GEMM is fastest here); the heuristic's tile otherwise.  A tuned swap-AB (decode) tile is
-    not taken: on an H100 the rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM
-    at M = 16, against 0.99x on the heuristic's 64x16."""
+    """The kernel and launch options for this call (generator/rope/heuristics.choose, with the GEMM's
+    tuned rule for this GPU, weight shape and M bucket); memoised per device."""
     bucket = bucket_of(m)
     k = x.shape[-1] if x.dim() else -1
 
     def choose():
-        rule = heuristics.pick("sm90a", m)
         tuned = gemm_rule(x, DTYPE_NAMES[x.dtype], n, k, bucket)
-        spec = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None, config=rule.config)
-        launch = tuned.launch if tuned.config == rule.config else rule.launch
-        if not tuned.config.swap_ab and tuned.config != rule.config and spec.accepts(tuned.config):
-            spec, launch = spec.with_config(tuned.config), tuned.launch
-        spec = replace(spec, l1_reserve_kb=rope_heuristics.l1_reserve_kb(M_BUCKETS[bucket], spec.config))
+        base = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None)
+        spec, launch = rope_heuristics.choose(base, tuned, m)
         return jit.compile(spec), launch
-    return _selection.get((x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket), "x", x, choose)
+    key = (x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket, rope_heuristics.l1_row(m),
+           x.get_device())
+    return _selection.get(key, "x", x, choose)
 
 
 def _qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,

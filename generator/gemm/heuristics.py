@@ -54,14 +54,21 @@ def pick(arch: str, m: int) -> Rule:
 
 
 # -- fp8 (e4m3 x e4m3, W8A8): its own table, keyed by fast accumulation (GemmSpec.fast_accum) ------
-# The M buckets of SM90_RULES.  Decode as for 16-bit operands (swap-AB, 64-row weight tiles, PDL),
+# Decode rows are SM90_RULES' (as for 16-bit operands: swap-AB, 64-row weight tiles, PDL),
 # with 128-element (128-byte) k-tiles.  Prefill with fp32 promotion (the default) keeps two copies of
 # the accumulators per consumer warpgroup (wgmma's and the fp32 sum), so a warpgroup owns at most
 # 64x128 of the tile: the cooperative 128x128x128 kernel (a pingpong 128x128 warpgroup would need 256
 # accumulator registers per thread and spill).  With fast accumulation, the pingpong 128x128x128
-# kernel in 2x1 clusters (CUTLASS's and vLLM's sm90 fp8 default).  Starting points, not yet swept.
+# kernel in 2x1 clusters (CUTLASS's and vLLM's sm90 fp8 default).  perf/sweep_fp8.py on an H100
+# (Llama-3-8B's four prefill shapes, geomean speed vs torch._scaled_mm, perf/results/h100_sweep_fp8.txt):
+#   precise, 128x128x128 cooperative 1x2, swizzle 8 along M: 0.93 / 0.83 / 0.86 at M = 1024 / 4096 / 16384
+#     (2x1: 0.87 / 0.83 / 0.85; pingpong 64x128: <= 0.68);
+#   fast, pingpong 128x128x128 2x1: 0.95 at M = 1024; 1x2, swizzle 8 along M: 0.97 / 0.96 at 4096 / 16384.
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
-    False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "cooperative", "persistent")),),
-    True: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),),
+    False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "cooperative", "persistent"),
+                               LaunchOptions(swizzle=8, raster="along_m")),),
+    True: _FP8_DECODE + (Rule(2048, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),
+                         Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "pingpong", "persistent"),
+                              LaunchOptions(swizzle=8, raster="along_m"))),
 }

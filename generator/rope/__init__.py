@@ -3,6 +3,7 @@
 from ..family import KernelFamily
 from . import cli, render
 from .abi import PROBLEM
+from .heuristics import gpu_rope_specs
 from .presets import PRESETS, rope_specs
 from .spec import RopeSpec
 
@@ -18,4 +19,4 @@ FAMILY = KernelFamily(
     csrc_includes=("pair",),                         # the pair epilogue
 )
 
-__all__ = ["FAMILY", "PROBLEM", "RopeSpec", "rope_specs"]
+__all__ = ["FAMILY", "PROBLEM", "RopeSpec", "gpu_rope_specs", "rope_specs"]

@@ -5,25 +5,58 @@ of shared memory for L1 (RopeSpec.l1_reserve_kb): the epilogue reads each token'
 stores q/k/v through L1, and with every other byte given to mainloop stages (7 on 128x128x64) L1 is
 left ~25 KB.  On an H100, Llama-3-8B QKV (6144x4096), against the plain GEMM of the same tile:
   * M = 16384, Nsight Compute: 7 stages 1.07x with 30% more DRAM traffic; 5 stages (64 KB kept)
-    1.02x with the GEMM's DRAM traffic; in a CUDA graph 1.04-1.05x -> 0.94-0.97x.
+    1.02x with the GEMM's DRAM traffic; in a CUDA graph (bench_rope) 1.04-1.05x -> 1.00x.
   * M = 1024 / 4096, CUDA graph: 7 stages 1.02x / 1.02x, 5 stages 1.05x / 1.04x (fewer stages hide
     less latency where the cos/sin rows stay in L2 anyway).
 """
 from __future__ import annotations
 
-from typing import Tuple
+from dataclasses import replace
+from typing import List, Optional, Tuple
 
+from ..gemm import heuristics as gemm_heuristics, tuned
+from ..gemm.heuristics import Rule
+from ..gemm.launch import LaunchOptions
 from ..gemm.spec import TileConfig
+from .spec import RopeSpec
 
 # (from M on, KB kept for L1), rows in increasing M; below the first row nothing is kept.
 L1_RESERVE_ROWS: Tuple[Tuple[int, int], ...] = ((8192, 64),)
 
 
+def l1_row(m: int) -> int:
+    """How many L1_RESERVE_ROWS apply to M tokens (0: none); part of qkv_rope's memo key."""
+    return sum(m >= min_m for min_m, _ in L1_RESERVE_ROWS)
+
+
 def l1_reserve_kb(m: int, config: TileConfig) -> int:
-    if config.swap_ab:
-        return 0
-    kb = 0
-    for min_m, row_kb in L1_RESERVE_ROWS:
-        if m >= min_m:
-            kb = row_kb
-    return kb
+    row = l1_row(m)
+    return 0 if config.swap_ab or row == 0 else L1_RESERVE_ROWS[row - 1][1]
+
+
+def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int) -> Tuple[RopeSpec, LaunchOptions]:
+    """qkv_rope's kernel and launch options for M tokens, given the GEMM's rule for the weight shape
+    (its tuned table's entry, or None).  Prefill takes the GEMM's tuned tile and launch options where
+    the rope epilogue can run that tile (the epilogue hides behind the other warpgroup's MMA, so
+    what is fastest for the GEMM is fastest here); otherwise the heuristic's tile, with the tuned
+    launch options when the tiles agree.  A tuned swap-AB (decode) tile is not taken: on an H100 the
+    rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16, against 0.99x
+    on the heuristic's 64x16."""
+    rule = gemm_heuristics.pick(base.arch, m)
+    spec, launch = base.with_config(rule.config), rule.launch
+    if gemm_rule is not None and gemm_rule.config == rule.config:
+        launch = gemm_rule.launch
+    elif gemm_rule is not None and not gemm_rule.config.swap_ab and spec.accepts(gemm_rule.config):
+        spec, launch = spec.with_config(gemm_rule.config), gemm_rule.launch
+    return replace(spec, l1_reserve_kb=l1_reserve_kb(m, spec.config)), launch
+
+
+def gpu_rope_specs(gpu: str, n: int, k: int, dtype: str = "bf16", head_dim: int = 128, rotary_dim: int = 0,
+                   style: str = "neox", bias: bool = False) -> List[RopeSpec]:
+    """Every kernel qkv_rope may pick on ``gpu`` (a tuned-table key such as 'h100') for an [n, k] QKV
+    weight: ``fused_gemm.warmup(*gpu_rope_specs(...))`` builds and prepares them ahead of a CUDA-graph
+    capture.  M runs over both ends of every GEMM bucket, so rows that start inside a bucket count."""
+    base = RopeSpec(dtype, head_dim, rotary_dim, style, bias)
+    bounds = tuned.M_BUCKETS
+    ms = sorted(set(bounds) | {b + 1 for b in bounds[:-1]} | {min_m for min_m, _ in L1_RESERVE_ROWS})
+    return list(dict.fromkeys(choose(base, tuned.rule_for(gpu, dtype, n, k, m), m)[0] for m in ms))

@@ -1,20 +1,20 @@
 """Named lists of rope specs (`fused-gemm build --preset ...`)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List
 
-from dataclasses import replace
-
 from ..gemm.heuristics import RULES
-from .heuristics import L1_RESERVE_ROWS
 from ..gemm.presets import linear_specs
+from .heuristics import L1_RESERVE_ROWS, gpu_rope_specs
 from .spec import RopeSpec
 
 
 def rope_specs(dtype: str = "bf16", head_dim: int = 128, rotary_dim: int = 0, style: str = "neox",
                bias: bool = False, arch: str = "sm90a") -> List[RopeSpec]:
-    """The kernels ``qkv_rope`` uses for these arguments: one per rule of the GEMM heuristic, and the
-    prefill rule's large-M variant (heuristics.L1_RESERVE_ROWS)."""
+    """The kernels ``qkv_rope`` uses for these arguments on a weight shape the GPU's tuned GEMM table
+    lacks: one per rule of the GEMM heuristic, and the prefill rule's large-M variant
+    (heuristics.L1_RESERVE_ROWS).  gpu_rope_specs lists what a tuned shape may pick."""
     specs = [RopeSpec(dtype, head_dim, rotary_dim, style, bias, config=rule.config, arch=arch) for rule in RULES[arch]]
     return specs + _with_l1_reserves(specs)
 
@@ -41,18 +41,9 @@ def _tuned_gemms(n: int, k: int, dtype: str = "bf16") -> list:
             for rule in ((tuned.load(gpu).rules(dtype, n, k) or ()) if tuned.load(gpu) else ())]
 
 
-def _tuned_ropes(n: int, k: int, dtype: str = "bf16") -> List[RopeSpec]:
-    """The rope kernels qkv_rope takes from the tuned GEMM tables for one weight shape (prefill tiles
-    the rope epilogue can run; fused_gemm.rope.api.select)."""
-    base = RopeSpec(dtype, 128, 0, "neox")
-    specs = [base.with_config(g.config) for g in _tuned_gemms(n, k, dtype)
-             if not g.config.swap_ab and base.accepts(g.config)]
-    return specs + _with_l1_reserves(specs)
-
-
 PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {
     "rope-tests": _gpu_tests,
     # with the plain GEMMs perf/bench_rope.py compares against
     "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_gemms(6144, 4096)
-    + _tuned_ropes(6144, 4096),
+    + [s for gpu in ("h100", "h200") for s in gpu_rope_specs(gpu, 6144, 4096)],
 }

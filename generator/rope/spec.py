@@ -19,6 +19,7 @@ DTYPES = tuple(a for a, b in OPERAND_PAIRS if a == b and ELEMENTS[a][1] == 16)
 STYLES = ("neox", "gptj")
 HEAD_DIMS = (64, 128, 256)
 L1_RESERVES_KB = (0, 64)
+SM90_SMEM_BYTES = 227 << 10          # shared memory a CTA may opt into on sm_90
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ class RopeSpec:
         if self.l1_reserve_kb not in L1_RESERVES_KB or (self.l1_reserve_kb and self.config.swap_ab):
             raise SpecError(f"l1_reserve_kb {self.l1_reserve_kb} must be one of {L1_RESERVES_KB}, and 0 on swap-AB "
                             "(decode) tiles, whose weight stream wants every stage")
+        tm, tn, tk = self.config.tile
+        stage_bytes = (tm + tn) * tk * 2    # one A and one B k-tile of 16-bit elements
+        if (SM90_SMEM_BYTES - (self.l1_reserve_kb << 10)) // stage_bytes < 2:
+            raise SpecError(f"l1_reserve_kb {self.l1_reserve_kb} leaves tile {self.config.tile} fewer than 2 "
+                            f"mainloop stages ({stage_bytes} bytes each)")
         tile_n = self.config.tile[1]
         chunk = 16 * self.chunk_blocks
         if not self.config.swap_ab and tile_n % self.head_dim and (self.head_dim % tile_n or tile_n % chunk):
