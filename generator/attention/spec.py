@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..errors import SpecError
+from ..uri import parse as uri_parse
 from ..gemm.spec import canonical_dtype
 
 DTYPES = ("bf16", "fp16")
@@ -105,15 +106,9 @@ class AttentionSpec:
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not an attention kernel URI (like {cls().uri!r})")
-        g = m.groupdict()
-        spec = cls(g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None,
-                   g["arch"], None if g["bm"] is None else int(g["bm"]))
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
+            g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
+            None if g["bm"] is None else int(g["bm"])))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"

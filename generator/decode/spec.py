@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..uri import parse as uri_parse
 from ..gemm.spec import ARCHES, canonical_dtype
 
 DTYPES = ("bf16", "fp16")
@@ -47,13 +48,7 @@ class DecodeSpec:
 
     @classmethod
     def from_uri(cls, uri: str) -> "DecodeSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not a decode kernel URI (like {cls().uri!r})")
-        spec = cls(m["dtype"], int(m["d"]), int(m["s"]), m["arch"])
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "a decode", lambda g: cls(g["dtype"], int(g["d"]), int(g["s"]), g["arch"]))
 
 
 _URI = re.compile(r"^decode_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)_s(?P<s>\d+)$")

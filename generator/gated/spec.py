@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..errors import SpecError
+from ..uri import operand_dtypes, parse as uri_parse
 from ..pair import check_pair_config
 from ..gemm.spec import (ACTIVATIONS, ARCHES, DTYPES as ELEMENTS, OPERAND_PAIRS, OUTPUT_DTYPES, TILE_URI, TileConfig,
                          canonical_dtype)
@@ -60,26 +61,16 @@ class GatedSpec:
 
     @property
     def uri(self) -> str:
-        dts = f"a-{self.dtype}_d-{self.out_dtype}"
-        if self.residual:
-            dts += f"_c-{self.residual_dtype}"
-        if self.bias:
-            dts += f"_bias-{self.bias_dtype}"
+        dts = f"a-{self.dtype}_d-{self.out_dtype}" + operand_dtypes(self.residual and self.residual_dtype,
+                                                                    self.bias and self.bias_dtype)
         pdl = "" if self.pdl else "_nopdl"
         return f"gated_{self.arch}_{dts}_{self.config.name}{pdl}_act-{self.activation}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "GatedSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not a gated kernel URI (like {cls().uri!r})")
-        g = m.groupdict()
-        config = TileConfig.from_uri_groups(g)
-        spec = cls(g["a"], g["d"], g["act"], bias=g["bias"] is not None, residual=g["c"] is not None,
-                   bias_dtype=g["bias"], residual_dtype=g["c"], config=config, pdl=not g["nopdl"], arch=g["arch"])
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "a gated", lambda g: cls(
+            g["a"], g["d"], g["act"], bias=g["bias"] is not None, residual=g["c"] is not None, bias_dtype=g["bias"],
+            residual_dtype=g["c"], config=TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"]))
 
     def with_config(self, config: TileConfig) -> "GatedSpec":
         return replace(self, config=config)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ..errors import SpecError
+from ..uri import operand_dtypes, parse as uri_parse
 
 # name -> (CUTLASS element type, bits)
 DTYPES = {
@@ -265,11 +266,8 @@ class GemmSpec:
     @property
     def uri(self) -> str:
         """A file-name-safe name that spells out every parameter; ``from_uri`` reads it back."""
-        dts = f"a-{self.a_dtype}_b-{self.b_dtype}_d-{self.out_dtype}"
-        if self.epilogue.residual:
-            dts += f"_c-{self.residual_dtype}"
-        if self.epilogue.bias:
-            dts += f"_bias-{self.bias_dtype}"
+        dts = f"a-{self.a_dtype}_b-{self.b_dtype}_d-{self.out_dtype}" + operand_dtypes(
+            self.epilogue.residual and self.residual_dtype, self.epilogue.bias and self.bias_dtype)
         ep = self.epilogue.name.replace("+", "-")
         pdl = "" if self.pdl else "_nopdl"
         fast = "_fastacc" if self.fast_accum else ""
@@ -277,16 +275,9 @@ class GemmSpec:
 
     @classmethod
     def from_uri(cls, uri: str) -> "GemmSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not a GEMM kernel URI (like {cls().uri!r})")
-        g = m.groupdict()
-        config = TileConfig.from_uri_groups(g)
-        spec = cls(g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
-                   config, pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"]))
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "a GEMM", lambda g: cls(
+            g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
+            TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"])))
 
     def with_config(self, config: TileConfig) -> "GemmSpec":
         return replace(self, config=config)

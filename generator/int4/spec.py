@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ..errors import SpecError
+from ..uri import operand_dtypes, parse as uri_parse
 from ..gemm.spec import (ACTIVATIONS, ARCHES, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TILE_URI, Epilogue,
                          TileConfig, canonical_dtype)
 
@@ -92,25 +93,16 @@ class Int4Spec:
 
     @property
     def uri(self) -> str:
-        dts = f"a-{self.dtype}_w-{self.weight}_d-{self.out_dtype}"
-        if self.epilogue.residual:
-            dts += f"_c-{self.residual_dtype}"
-        if self.epilogue.bias:
-            dts += f"_bias-{self.bias_dtype}"
+        dts = f"a-{self.dtype}_w-{self.weight}_d-{self.out_dtype}" + operand_dtypes(
+            self.epilogue.residual and self.residual_dtype, self.epilogue.bias and self.bias_dtype)
         pdl = "" if self.pdl else "_nopdl"
         return f"int4_{self.arch}_{dts}_{self.config.name}{pdl}_ep-{self.epilogue.name.replace('+', '-')}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "Int4Spec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not an int4 kernel URI (like {cls().uri!r})")
-        g = m.groupdict()
-        spec = cls(g["a"], g["w"], g["d"], g["c"], g["bias"], Epilogue.parse(g["ep"].replace("-", "+")),
-                   TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"])
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "an int4", lambda g: cls(
+            g["a"], g["w"], g["d"], g["c"], g["bias"], Epilogue.parse(g["ep"].replace("-", "+")),
+            TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"]))
 
     def with_config(self, config: TileConfig) -> "Int4Spec":
         return replace(self, config=config)

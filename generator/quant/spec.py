@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..uri import parse as uri_parse
 from ..gemm.spec import ARCHES, canonical_dtype
 
 DTYPES = ("bf16", "fp16")      # what it reads
@@ -38,13 +39,7 @@ class QuantSpec:
 
     @classmethod
     def from_uri(cls, uri: str) -> "QuantSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not a quant kernel URI (like {cls().uri!r})")
-        spec = cls(m["dtype"], m["out"], m["arch"])
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "a quant", lambda g: cls(g["dtype"], g["out"], g["arch"]))
 
 
 _URI = re.compile(r"^quant_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_(?P<out>[a-z0-9]+)_per-token$")

@@ -11,6 +11,7 @@ left ~25 KB.  On an H100, Llama-3-8B QKV (6144x4096), against the plain GEMM of 
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import replace
 from typing import List, Optional, Tuple
 
@@ -24,9 +25,12 @@ from .spec import RopeSpec
 L1_RESERVE_ROWS: Tuple[Tuple[int, int], ...] = ((8192, 64),)
 
 
+_L1_STARTS = tuple(min_m for min_m, _ in L1_RESERVE_ROWS)
+
+
 def l1_row(m: int) -> int:
-    """How many L1_RESERVE_ROWS apply to M tokens (0: none); part of qkv_rope's memo key."""
-    return sum(m >= min_m for min_m, _ in L1_RESERVE_ROWS)
+    """How many L1_RESERVE_ROWS apply to M tokens (0: none); part of qkv_rope's memo key, so per call."""
+    return bisect_right(_L1_STARTS, m)
 
 
 def l1_reserve_kb(m: int, config: TileConfig) -> int:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
+from ..uri import parse as uri_parse
 from ..pair import check_pair_config
 from ..gemm.spec import ARCHES, DTYPES as ELEMENTS, OPERAND_PAIRS, TILE_URI, TileConfig, canonical_dtype
 
@@ -87,16 +88,9 @@ class RopeSpec:
 
     @classmethod
     def from_uri(cls, uri: str) -> "RopeSpec":
-        m = _URI.match(uri)
-        if not m:
-            raise SpecError(f"{uri!r} is not a rope kernel URI (like {cls().uri!r})")
-        g = m.groupdict()
-        config = TileConfig.from_uri_groups(g)
-        spec = cls(g["a"], int(g["d"]), int(g["r"]), g["style"], bias=g["bias"] is not None, config=config,
-                   pdl=not g["nopdl"], arch=g["arch"], l1_reserve_kb=int(g["l1"] or 0))
-        if spec.uri != uri:
-            raise SpecError(f"{uri!r} is not in canonical form (it reads as {spec.uri!r})")
-        return spec
+        return uri_parse(cls, _URI, uri, "a rope", lambda g: cls(
+            g["a"], int(g["d"]), int(g["r"]), g["style"], bias=g["bias"] is not None,
+            config=TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"], l1_reserve_kb=int(g["l1"] or 0)))
 
     def with_config(self, config: TileConfig) -> "RopeSpec":
         return replace(self, config=config)
