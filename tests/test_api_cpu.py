@@ -60,6 +60,16 @@ def test_attention_backend_is_forced_by_the_environment(monkeypatch):
         fused_gemm.attention(torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64))
 
 
+def test_attention_refuses_gpus_before_ampere(monkeypatch):
+    from fused_gemm.attention import api
+    monkeypatch.setenv(api.BACKEND_ENV, "auto")
+    monkeypatch.setattr(api, "_device_arch", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "Tesla T4")
+    with pytest.raises(RuntimeError, match="compute capability 8.0 or later; cuda:0 is 7.5"):
+        api.backend(0)
+
+
 def test_attention_stays_the_function_whatever_is_imported_first():
     """Importing the fused_gemm.attention package (compile(AttentionSpec), AttentionOp) binds it
     over the lazily loaded function of the same name; the op module undoes that."""
