@@ -8,20 +8,18 @@ import torch
 from .. import jit
 from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
+from ..generator.gemm.heuristics import first_row
 from ..generator.int4.heuristics import RULES, spec_for
 from ..kernel_op import dtype_name
 from .op import Int4Op
 
 Tensor = torch.Tensor
-_MAX_M = tuple(rule.max_m for rule in RULES["sm90a"])
 
 
 def select(selection: jit.Selection, x, weight: str, group_size: int, bias, activation, residual, m: int,
            k: int) -> Int4Op:
     """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments."""
-    row = 0
-    while m > _MAX_M[row]:   # the last row covers every M
-        row += 1
+    row = first_row(RULES["sm90a"], m)
     for name, t in (("bias", bias), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
