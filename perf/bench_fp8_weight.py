@@ -67,7 +67,7 @@ def decode_row(m, n, k, bandwidth, sweep: bool):
            "floor_ratio": ratio, "mm_us": t["mm"] * 1e6, "speedup": speedup, "rel_err": err,
            "ok": ratio <= FLOOR_BAR and speedup >= MM_SPEEDUP_BAR and err < TOLERANCE}
     if sweep:
-        row["sweep_us"] = sweep_us(t)
+        row["sweep_us"] = sweep_us(t, "e4m3")
     return row
 
 
@@ -82,7 +82,7 @@ def prefill_row(m, n, k, sweep: bool):
            "mm_tflops": flop / t["mm"] / 1e12, "tflops_ratio": mm_ratio, "ours_us": t["ours"] * 1e6,
            "rel_err": err, "ok": mm_ratio >= PREFILL_MM_BAR and err < TOLERANCE}
     if sweep:
-        row["sweep_us"] = sweep_us(t)
+        row["sweep_us"] = sweep_us(t, "e4m3")
     return row
 
 

@@ -13,7 +13,7 @@ Shapes: Llama-3-8B's N x K = 4096x4096 (O), 28672x4096 (gate+up), 4096x14336 (do
     (paired ratios), bar >= 0.8; and faster than _weight_int4pack_mm (bar >= 1.0).
 Every row also checks ours against float64 of the dequantised weight (first 256 rows).
 --sweep: every row also timed with the alternative tile configs of
-generator/int4/heuristics.py SWEEP_CONFIGS (preset 'int4-sweep'; informational: which config the
+generator/int4/heuristics.py sweep_configs("s4"): SWEEP_CONFIGS and the decode shapes (preset 'int4-sweep'; informational: which config the
 M <= 16 row of the table should take).  The table's kernels come from preset 'int4-bench'.
 """
 from __future__ import annotations
@@ -130,7 +130,7 @@ def table(rows, bandwidth, baseline_note) -> str:
 
 
 def main(argv=None):
-    args = start_run("bench_int4", __doc__, "also time SWEEP_CONFIGS at the decode rows", "int4-bench", "int4-sweep",
+    args = start_run("bench_int4", __doc__, "also time sweep_configs("s4") at the decode rows", "int4-bench", "int4-sweep",
                      argv)
     missing = tinygemm_available(GROUP)
     baseline = not missing

@@ -11,14 +11,15 @@ import torch
 import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
-from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, config_for, spec_for, tile_k_for
+from fused_gemm.generator.int4.heuristics import (INT4_RULES, RULES, SWEEP_CONFIGS, config_for, spec_for, sweep_configs,
+                                                 tile_k_for)
+from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
                                     pack_codes, quantize_int4, unpack_codes)
 
 from conftest import (DTYPES, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op, check_cuda_graph_replay,
                       check_in_place_residual_batched, weight_only_reference)
 
-DECODE = RULES["sm90a"][0].config
 FULL = "bias+gelu_tanh+residual"
 
 
@@ -29,6 +30,8 @@ FULL = "bias+gelu_tanh+residual"
     dict(weight="u4", epilogue="bias+silu", bias_dtype="fp32", pdl=False),
     dict(epilogue="residual", residual_dtype="fp32", out_dtype="fp32", config=SWEEP_CONFIGS[2]),
     dict(config=TileConfig((64, 16, 64), (1, 1, 1), "warpspecialized", swap_ab=True)),
+    dict(weight="u4", epilogue=FULL, config=DecodeConfig(tokens=8, warps=2, blocks=4)),
+    dict(dtype="fp16", config=DecodeConfig(), pdl=False),
 ])
 def test_uri_round_trips(kwargs):
     spec = Int4Spec(**kwargs)
@@ -46,6 +49,7 @@ def test_uri_round_trips(kwargs):
     (dict(weight="e5m2"), "weight dtype"),
     (dict(dtype="fp32"), "activation dtype"),
     (dict(out_dtype="e4m3"), "out_dtype"),
+    (dict(weight="e4m3", config=DecodeConfig()), "decode kernel reads int4 weights"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):
@@ -63,6 +67,19 @@ def test_render_picks_the_mixed_input_pieces():
     sym = render(Int4Spec("fp16", config=RULES["sm90a"][2].config))
     assert "using ElementA = cute::tuple<ElementQuant, ElementScale>;" in sym and "cutlass::int4b_t" in sym
     assert "cutlass::half_t" in sym and "KernelTmaWarpSpecializedCooperative>" in sym and "kZeros = false" in sym
+
+
+def test_render_picks_the_decode_kernel():
+    src = render(Int4Spec("bf16", "u4", epilogue=FULL, config=DecodeConfig(tokens=8)))
+    assert '#include "fused_gemm/int4_decode/sm90_int4_decode.hpp"' in src and "Int4DecodeLauncher<FgKernel>" in src
+    assert "static constexpr int kTokens = 8;" in src and "kZeros = true" in src and "kResidual = true" in src
+    assert "using Activation = cutlass::epilogue::thread::GELU_taylor<float>;" in src
+    assert "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in src and "CollectiveBuilder" not in src
+    plain = render(Int4Spec("fp16", config=DecodeConfig(), pdl=False))
+    assert "cutlass::epilogue::thread::Identity<float>" in plain and "kBias = false" in plain
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain and "using Element = cutlass::half_t;" in plain
+    with pytest.raises(SpecError, match="8 or 16"):
+        DecodeConfig(tokens=32)
 
 
 def test_cache_key_covers_the_gemm_headers():
@@ -87,11 +104,23 @@ def test_table_rows_are_valid_and_tile_k_follows_the_group():
     for bad in (32, 48):   # CUTLASS's mixed-input mainloop needs k-tiles of 64 or more
         with pytest.raises(ValueError, match="multiple of 64"):
             tile_k_for(bad, 4096, 128)
-    assert spec_for("bf16", "s4", "none", 64, 4096, 1).supports_group(64, 4096)
+    assert spec_for("bf16", "s4", "none", 64, 4096, 64).supports_group(64, 4096)
     assert spec_for("bf16", "s4", "none", 128, 4096, 4096).config == RULES["sm90a"][2].config
 
 
-M_VALUES = [1, 7, 40, 129, 4095]
+def test_int4_decodes_on_the_decode_kernel():
+    """int4 weights at M <= 16 take the decode kernel (8 or 16 token columns, PDL by default); e4m3
+    weights keep the mixed-input rows; both tables agree above M = 16."""
+    assert [spec_for("bf16", w, "none", 128, 4096, m).config for w in ("s4", "u4") for m in (1, 8, 9, 16)] == \
+        [DecodeConfig(8), DecodeConfig(8), DecodeConfig(16), DecodeConfig(16)] * 2
+    assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
+    assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
+    assert all(r.launch.pdl for r in INT4_RULES["sm90a"][:2])
+    spec = spec_for("bf16", "u4", FULL, 64, 4096, 16)
+    assert spec.supports_group(64, 4096) and spec.supports_group(4096, 4096) and not spec.supports_group(48, 4096)
+
+
+M_VALUES = [1, 7, 13, 40, 129, 4095]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
 GROUP_M = [7, 129]
 GROUPS = [64, 128, K_TEST]
@@ -101,9 +130,11 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     have = set(preset("int4-gpu-tests"))
     need = {spec_for(d, w, FULL, 128, K_TEST, m) for d in ("bf16", "fp16") for w in ("s4", "u4") for m in M_VALUES}
     need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
+    need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, m) for w in ("s4", "u4") for g in (64, 128, 4096)
+             for m in (1, 16)}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
-    assert {s.config for s in preset("int4-sweep")} == set(SWEEP_CONFIGS)
+    assert {s.config for s in preset("int4-sweep")} == set(sweep_configs("s4")) > set(SWEEP_CONFIGS)
     assert len(preset("int4-compile-ci")) == 1
 
 
@@ -371,6 +402,23 @@ def test_group_sizes(symmetric, group, m):
     x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
     out = torch.full((m, N_TEST), float("nan"), dtype=torch.bfloat16, device="cuda")
     assert_close(fused_gemm.int4_linear(x, w, out=out), weight_only_reference(x, w), WEIGHT_ONLY_TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("n, k, group", [(1040, 4096, 128), (4096, 4160, 64), (528, 2048, 2048)],
+                         ids=["cluster-of-8", "uneven-k-slices", "per-channel"])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
+def test_decode_kernel_splits_k(symmetric, n, k, group, m):
+    """The decode kernel's K split across warps and a cluster of CTAs (summed through distributed
+    shared memory), with slices that end inside a group, and row groups past N."""
+    w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    residual = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
+    assert_close(got, weight_only_reference(x, w, bias, "silu", residual), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

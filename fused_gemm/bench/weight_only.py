@@ -1,6 +1,6 @@
 """What the weight-only bars share: perf/bench_int4.py (int4_linear, W4A16) and perf/bench_fp8_weight.py
 (fp8_weight_linear, W8A16).  Both ops run the int4 family's kernels, so both check their output
-against the dequantised weight alike and time the same alternative tile configs, SWEEP_CONFIGS of
+against the dequantised weight alike and time the same alternative tile configs, sweep_configs of
 generator/int4/heuristics.py, next to the kernel the table picks.
 
 A rotated set is a tuple whose first two items are x and the weight (an Int4Weight or an Fp8Weight).
@@ -15,7 +15,8 @@ import torch
 
 from .. import jit
 from ..generator import Int4Spec, LaunchOptions
-from ..generator.int4.heuristics import SWEEP_CONFIGS
+from ..generator.int4.heuristics import sweep_configs
+from ..generator.int4.spec import DecodeConfig
 
 CHECKED_ROWS = 256     # rel_err checks at most this many rows of x
 
@@ -46,13 +47,17 @@ def rel_err(linear: Callable, x: torch.Tensor, w) -> float:
 
 
 def sweep_variants(sets, weight: str, operands: Callable) -> Dict[str, List[Callable[[], object]]]:
-    """Calls of each SWEEP_CONFIGS kernel for weight kind ``weight`` ('s4', 'e4m3') on the same sets,
-    keyed by config name.  Their ops run directly, not through the table, which would pick its own
-    config; ``operands(w)`` gives the op's (weight tensor, scales, group size) for a set's weight."""
+    """Calls of each sweep_configs(weight) kernel for weight kind ``weight`` ('s4', 'e4m3') on the same
+    sets, keyed by config name (decode shapes only where x's M fits them).  Their ops run directly,
+    not through the table, which would pick its own config; ``operands(w)`` gives the op's (weight
+    tensor, scales, group size) for a set's weight."""
     v = {}
-    for cfg in SWEEP_CONFIGS:
+    m = sets[0][0].shape[0]
+    for cfg in sweep_configs(weight):
+        if isinstance(cfg, DecodeConfig) and m > cfg.tokens:
+            continue
         op = jit.compile(Int4Spec("bf16", weight, config=cfg))
-        launch = LaunchOptions(pdl=cfg.scheduler == "persistent")
+        launch = None if isinstance(cfg, DecodeConfig) else LaunchOptions(pdl=cfg.scheduler == "persistent")
         calls = []
         for s in sets:
             w, scales, group_size = operands(s[1])
@@ -62,21 +67,23 @@ def sweep_variants(sets, weight: str, operands: Callable) -> Dict[str, List[Call
     return v
 
 
-def sweep_us(t: Dict[str, float]) -> Dict[str, float]:
-    """A row's SWEEP_CONFIGS times in microseconds, from the seconds per call that ``t`` maps names to."""
-    return {cfg.name: t[cfg.name] * 1e6 for cfg in SWEEP_CONFIGS}
+def sweep_us(t: Dict[str, float], weight: str = "s4") -> Dict[str, float]:
+    """A row's sweep times in microseconds, from the seconds per call that ``t`` maps names to (the
+    configs that ran: decode shapes skip rows past their tokens)."""
+    return {cfg.name: t[cfg.name] * 1e6 for cfg in sweep_configs(weight) if cfg.name in t}
 
 
 def sweep_table(rows, op_name: str) -> List[str]:
     """The table's lines for the rows that carry ``sweep_us`` (none if no row does): each row's time with
-    the kernel ``op_name`` picks, then each SWEEP_CONFIGS kernel's, numbered, with a key below."""
+    the kernel ``op_name`` picks, then each swept kernel's, numbered, with a key below."""
     swept = [r for r in rows if "sweep_us" in r]
     if not swept:
         return []
-    names = list(swept[0]["sweep_us"])
+    names = list(dict.fromkeys(name for r in swept for name in r["sweep_us"]))
     lines = ["", f"sweep (us; decode in a CUDA graph, prefill eager; 'table' = the kernel {op_name} picks):",
              f"{'MxNxK':<20}{'table':>8}" + "".join(f"{'#' + str(i):>9}" for i in range(len(names)))]
     lines += [f"{r['M']}x{r['N']}x{r['K']:<10}{r['ours_us']:>8.1f}" +
-              "".join(f"{r['sweep_us'][nm]:>9.1f}" for nm in names) for r in swept]
+              "".join(f"{r['sweep_us'][nm]:>9.1f}" if nm in r["sweep_us"] else f"{'-':>9}" for nm in names)
+              for r in swept]
     lines += [f"  #{i}: {nm}" for i, nm in enumerate(names)]
     return lines

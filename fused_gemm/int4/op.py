@@ -43,7 +43,10 @@ class Int4Op(KernelOp):
         self._res_dtype = TORCH_DTYPES[spec.residual_dtype]
         self._bias_dtype = TORCH_DTYPES[spec.bias_dtype]
         self._format = weight_format(spec, self._dtype)
-        self._stream_k = spec.config.scheduler == "stream_k"
+        self._stream_k = not spec.decode and spec.config.scheduler == "stream_k"
+        # The decode kernel reads nothing before griddepcontrol.wait but L2 prefetches: PDL is safe
+        # after any kernel, so it is its default (the wgmma kernels take it per call).
+        self._default_launch = LaunchOptions(pdl=True) if spec.decode and spec.pdl else DEFAULT_LAUNCH
         self._ws_sizes: Dict[tuple, int] = {}
 
     def __call__(self, x, packed, scales, zeros, group_size, bias=None, residual=None, *, out=None, launch=None):
@@ -72,7 +75,7 @@ class Int4Op(KernelOp):
             raise ValueError(f"residual {'is required' if ep.residual else 'was given'}: this kernel's epilogue is "
                              f"{ep.name!r}")
         if launch is None:
-            launch = DEFAULT_LAUNCH
+            launch = self._default_launch
         else:
             launch = self.checked_launch(launch)
         out_shape = (M, N) if len(xs) == 2 else (*lead, N)

@@ -8,8 +8,7 @@ import torch
 from .. import jit
 from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
-from ..generator.gemm.heuristics import first_row
-from ..generator.int4.heuristics import RULES, spec_for
+from ..generator.int4.heuristics import row_index, spec_for
 from ..kernel_op import dtype_name
 from .op import Int4Op
 
@@ -19,7 +18,7 @@ Tensor = torch.Tensor
 def select(selection: jit.Selection, x, weight: str, group_size: int, bias, activation, residual, m: int,
            k: int) -> Int4Op:
     """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments."""
-    row = first_row(RULES["sm90a"], m)
+    row = row_index("sm90a", weight, m)
     for name, t in (("bias", bias), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")

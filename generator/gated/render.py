@@ -3,13 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..gemm.evt import ACTIVATION_FUNCTORS
+from ..gemm.evt import THREAD_FUNCTORS
 from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, kernel_operands
 from ..gemm.spec import DTYPES, GemmSpec
 from .spec import GatedSpec
-
-_FUNCTORS = {"identity": "cutlass::epilogue::thread::Identity", **ACTIVATION_FUNCTORS}
-
 
 def formula(spec: GatedSpec) -> str:
     b = (" + b_gate[n]", " + b_up[n]") if spec.bias else ("", "")
@@ -32,7 +29,7 @@ def context(spec: GatedSpec) -> Dict[str, Any]:
         element_d=DTYPES[spec.out_dtype][0],
         element_bias=DTYPES[spec.bias_dtype][0],
         element_residual=DTYPES[spec.residual_dtype][0],
-        activation=_FUNCTORS[spec.activation],
+        activation=THREAD_FUNCTORS[spec.activation],
         kernel_schedule=KERNEL_SCHEDULES[spec.config.schedule][0],
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
     )

@@ -20,6 +20,8 @@ ACTIVATION_FUNCTORS = {
     "silu": "cutlass::epilogue::thread::SiLu",
     "sigmoid": "cutlass::epilogue::thread::Sigmoid",
 }
+# Every activation as a CUTLASS thread functor (kernels that apply it outside an EVT tree).
+THREAD_FUNCTORS = {"identity": "cutlass::epilogue::thread::Identity", **ACTIVATION_FUNCTORS}
 
 
 @dataclass(frozen=True)

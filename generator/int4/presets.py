@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import RULES, SWEEP_CONFIGS, config_for
+from .heuristics import SWEEP_CONFIGS, config_for, rules, sweep_configs
 from .spec import FP8_WEIGHTS, Int4Spec
 
 # (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
+DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
 # fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
 FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
@@ -26,7 +27,7 @@ def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", 
     k = 1 << 40   # a K no group equals: the group size alone decides the tile K
     group = k if canonical_dtype(weight) in FP8_WEIGHTS else group_size
     return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch)
-            for rule in RULES[arch]]
+            for rule in rules(arch, canonical_dtype(weight))]
 
 
 def fp8_weight_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype: Optional[str] = None,
@@ -43,6 +44,7 @@ def _gpu_tests() -> List[Int4Spec]:
     for weight in ("s4", "u4"):
         for group in TEST_GROUPS:
             specs += int4_specs("bf16", weight, "none", group)
+        specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
     return specs
 
 
@@ -53,7 +55,7 @@ def _fp8_weight_gpu_tests() -> List[Int4Spec]:
 PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
-    "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in SWEEP_CONFIGS],
+    "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[0]],
     "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
     "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict
 
-from ..gemm.evt import Node, build_tree
+from ..gemm.evt import THREAD_FUNCTORS, Node, build_tree
 from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, formula as gemm_formula
 from ..gemm.spec import DTYPES, GemmSpec
 from .spec import Int4Spec
@@ -44,10 +44,25 @@ def formula(spec: Int4Spec) -> str:
 
 
 def template(spec: Int4Spec) -> str:
-    return f"int4/int4_{spec.arch[:4]}.cu.j2"
+    return f"int4/int4_{'decode_' if spec.decode else ''}{spec.arch[:4]}.cu.j2"
+
+
+def _decode_context(spec: Int4Spec) -> Dict[str, Any]:
+    return dict(
+        cfg=spec.config,
+        formula=formula(spec),
+        element=DTYPES[spec.dtype][0],
+        element_d=DTYPES[spec.out_dtype][0],
+        element_bias=DTYPES[spec.bias_dtype][0],
+        element_c=DTYPES[spec.residual_dtype][0],
+        activation=THREAD_FUNCTORS[spec.epilogue.activation],
+        zeros=spec.weight == "u4",
+    )
 
 
 def context(spec: Int4Spec) -> Dict[str, Any]:
+    if spec.decode:
+        return _decode_context(spec)
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
     return dict(
         cfg=spec.config,

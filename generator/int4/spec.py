@@ -17,12 +17,16 @@ weight kind of this family, not a family of its own: its mainloop, tile configs,
 op and table are the int4 kernels'.  The tile configuration is the GEMM family's ``TileConfig``, the
 epilogue its ``Epilogue`` restricted to bias, activation and residual (an e4m3 kernel's per-channel
 scale comes with its weight, not spelled in the epilogue).
+
+A ``DecodeConfig`` in place of the tile config names the family's decode kernel instead
+(csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
+int4 (s4/u4) tokens, which reads the same weight layout, scales and ABI.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from ..errors import SpecError
 from ..uri import operand_dtypes, parse as uri_parse
@@ -38,6 +42,38 @@ DEFAULT_CONFIG = TileConfig((64, 16, 128), (1, 1, 1), "pingpong", "persistent", 
 
 
 @dataclass(frozen=True)
+class DecodeConfig:
+    """The decode kernel's shape: up to ``tokens`` (8 or 16) rows of x; CTAs of ``warps`` warps that
+    split K, each CTA owning ``blocks`` 16-row blocks of the weight (its launcher splits K further
+    across a cluster, by N and the SM count)."""
+    tokens: int = 16
+    warps: int = 4
+    blocks: int = 8
+
+    def __post_init__(self):
+        if self.tokens not in (8, 16):
+            raise SpecError(f"decode tokens {self.tokens} must be 8 or 16 (one or two 8-wide MMA tiles)")
+        if self.warps not in (1, 2, 4, 8):
+            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4 or 8")
+        if self.blocks not in (1, 2, 4, 8):
+            raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
+
+    @property
+    def name(self) -> str:
+        return f"decode_t{self.tokens}_w{self.warps}_b{self.blocks}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "DecodeConfig":
+        m = re.fullmatch(_DECODE_NAME, name)
+        if not m:
+            raise SpecError(f"{name!r} is not a decode config name (decode_t<tokens>_w<warps>_b<blocks>)")
+        return cls(int(m["tokens"]), int(m["warps"]), int(m["blocks"]))
+
+
+_DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)"
+
+
+@dataclass(frozen=True)
 class Int4Spec:
     """out[M, N] = act(alpha * x @ dequant(W)^T + bias) + beta * residual, fp32 accumulation."""
     family = "int4"
@@ -48,7 +84,7 @@ class Int4Spec:
     residual_dtype: Optional[str] = None     # default: out_dtype
     bias_dtype: Optional[str] = None         # default: dtype
     epilogue: Epilogue = field(default_factory=Epilogue)
-    config: TileConfig = DEFAULT_CONFIG
+    config: Union[TileConfig, DecodeConfig] = DEFAULT_CONFIG
     pdl: bool = True
     arch: str = "sm90a"
 
@@ -78,6 +114,10 @@ class Int4Spec:
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         cfg = self.config
+        if self.decode:
+            if self.weight not in INT4_WEIGHTS:
+                raise SpecError(f"the decode kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
+            return
         if not cfg.swap_ab:
             raise SpecError("int4 kernels need config.swap_ab=True: the mixed-input mainloop converts its A "
                             "operand in registers, so the weight is A and the kernel computes D^T = W . X^T")
@@ -102,10 +142,16 @@ class Int4Spec:
     def from_uri(cls, uri: str) -> "Int4Spec":
         return uri_parse(cls, _URI, uri, "an int4", lambda g: cls(
             g["a"], g["w"], g["d"], g["c"], g["bias"], Epilogue.parse(g["ep"].replace("-", "+")),
-            TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"]))
+            DecodeConfig.from_name(g["decode"]) if g["decode"] else TileConfig.from_uri_groups(g),
+            pdl=not g["nopdl"], arch=g["arch"]))
 
     def with_config(self, config: TileConfig) -> "Int4Spec":
         return replace(self, config=config)
+
+    @property
+    def decode(self) -> bool:
+        """The decode kernel (a DecodeConfig), not the mixed-input wgmma GEMM."""
+        return isinstance(self.config, DecodeConfig)
 
     @property
     def fp8_weight(self) -> bool:
@@ -115,7 +161,9 @@ class Int4Spec:
     @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the fp8-weight glue, kept out of the int4 kernels' keys."""
+        the fp8-weight glue and the decode kernel, kept out of the other int4 kernels' keys."""
+        if self.decode:
+            return ("int4_decode",)
         return ("fp8_weight",) if self.fp8_weight else ()
 
     def supports_group(self, group_size: int, k: int) -> bool:
@@ -123,13 +171,16 @@ class Int4Spec:
         (CUTLASS: a group is whole k-tiles, or the whole K; an fp8 weight's scales are per channel)."""
         if self.fp8_weight:
             return group_size == k
+        if self.decode:
+            return group_size % 32 == 0 and k % group_size == 0
         return group_size == k or group_size % self.config.tile[2] == 0
 
 
 _DT = r"[a-z0-9]+"
 _URI = re.compile(
     rf"^int4_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_w-(?P<w>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
-    rf"(?:_bias-(?P<bias>{_DT}))?{TILE_URI}(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
+    rf"(?:_bias-(?P<bias>{_DT}))?(?:_(?P<decode>decode_t\d+_w\d+_b\d+)|{TILE_URI}(?P<swap>_swapab)?)"
+    rf"(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
 
-__all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "FP8_WEIGHTS", "INT4_WEIGHTS", "Int4Spec", "SCHEDULES", "TILE_K",
-           "TILE_SCHEDULERS", "WEIGHTS"]
+__all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "DecodeConfig", "FP8_WEIGHTS", "INT4_WEIGHTS", "Int4Spec",
+           "SCHEDULES", "TILE_K", "TILE_SCHEDULERS", "WEIGHTS"]
