@@ -130,7 +130,7 @@ def table(rows, bandwidth, baseline_note) -> str:
 
 
 def main(argv=None):
-    args = start_run("bench_int4", __doc__, "also time sweep_configs("s4") at the decode rows", "int4-bench", "int4-sweep",
+    args = start_run("bench_int4", __doc__, "also time sweep_configs('s4') at the decode rows", "int4-bench", "int4-sweep",
                      argv)
     missing = tinygemm_available(GROUP)
     baseline = not missing
