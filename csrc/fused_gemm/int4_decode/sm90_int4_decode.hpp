@@ -9,9 +9,8 @@
 //     through distributed shared memory: no workspace, no second kernel, nothing to zero.
 //   * quantize_int4's order puts a thread's 8 codes of a 16x16 (N x K) block in one 32-bit word,
 //     and they are exactly the A fragment of mma.m16n8k16 (rows n, n + 8; columns 2c, 2c + 1,
-//     2c + 8, 2c + 9 in the value order [0, 4, 1, 5, 2, 6, 3, 7]): lane t loads word t of each
-//     block (one warp load reads a block's 128 bytes; a CTA's blocks of one k-block are
-//     contiguous), turns it into four 16-bit pairs with a mask-or and a subtraction each, and
+//     2c + 8, 2c + 9 in the value order [0, 4, 1, 5, 2, 6, 3, 7]): lane t takes word t of each
+//     block (a CTA's blocks of one k-block are contiguous: one copy), turns it into four 16-bit pairs with a mask-or and a subtraction each, and
 //     multiplies them with X^T (the tokens are the MMA's 8-wide N side: one or two tiles).
 //   * The codes are exact in bf16/fp16; scales (and u4 zero offsets) multiply each group's fp32
 //     partial sums, once per group instead of once per code, and without rounding the dequantised
@@ -82,13 +81,6 @@ struct Int4DecodeTraits<cutlass::half_t> {
   }
 };
 
-// Streamed once: not worth a place in L1; L2 fetches whole 256-byte pairs of lines.
-CUTLASS_DEVICE uint32_t load_weight_word(uint32_t const *ptr) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
-  return v;
-}
-
 CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
 }
@@ -120,39 +112,75 @@ struct Int4Decode {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kBlocks;
   static constexpr int kTiles = kTokens / 8;
-  // k-blocks (16 along K) a warp loads at once: K is a multiple of 32 and every group of 32, so a
+  // k-blocks (16 along K) per pipeline step: K is a multiple of 32 and so is every group, so a
   // group ends only at the end of a step.
   static constexpr int kStep = 2;
-  static constexpr int kAhead = 8;               // k-blocks kept in flight to L2 ahead of the loads
+  static constexpr int kStages = 4;              // steps in flight per warp (cp.async groups)
+  static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
-  struct SharedStorage {
+
+  // One step of one warp, filled by cp.async: the codes of its kStep k-blocks (word t of block b at
+  // w[j][32 b + t]), x's kTokens rows of them (zeros past M), and, when a group ends with the step,
+  // the group's scales (and zero offsets) of the CTA's rows.
+  struct Stage {
+    uint32_t w[kStep][32 * kBlocks];
+    Element x[kStep][kTokens][16];
+    Element scale[kRows];
+    Element zero[kZeros ? kRows : 1];
+  };
+  union SharedStorage {
+    Stage stages[kWarps][kStages];
     float partial[kWarps][kTokens * kPitch];
   };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
-  using Words = uint32_t[kStep][kBlocks];
   using Acc = float[kBlocks][kTiles][4];
 
-  CUTLASS_DEVICE static void load_words(Words &words, uint32_t const *base, int64_t kblock_words, int blocks) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < kStep; ++j) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int b = 0; b < kBlocks; ++b) words[j][b] = b < blocks ? load_weight_word(base + j * kblock_words + 32 * b) : 0u;
-    }
+  CUTLASS_DEVICE static void copy16(void *dst, void const *src, bool valid = true) {
+    uint32_t const to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
   }
 
-  // X^T's B fragments of one k-block: token 8t + lane/4, columns 2(lane%4) + {0, 1} and + 8.
-  CUTLASS_DEVICE static void load_x(uint32_t (&frag)[kTiles][2], Int4DecodeParams const &p, int kblock, int lane) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int t = 0; t < kTiles; ++t) {
-      int const token = 8 * t + lane / 4;
-      frag[t][0] = frag[t][1] = 0u;
-      if (token < p.m) {
-        auto const *row = static_cast<Element const *>(p.x) + token * p.ldx + 16 * kblock + 2 * (lane % 4);
-        frag[t][0] = __ldg(reinterpret_cast<uint32_t const *>(row));
-        frag[t][1] = __ldg(reinterpret_cast<uint32_t const *>(row + 8));
+  // What one warp reads from memory for a step: 16-byte pieces spread over its lanes.
+  struct Step {
+    Int4DecodeParams const *p;
+    uint32_t const *rows;        // the CTA's rows of k-block 0
+    int64_t kblock_words;
+    int blocks, block0;
+
+    CUTLASS_DEVICE bool flushes(int kb, int kb_end) const {
+      return ((kb + kStep) * 16) % p->group == 0 || kb + kStep == kb_end;
+    }
+
+    CUTLASS_DEVICE void issue(Stage &st, int kb, int kb_end, int lane) const {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kStep; ++j) {
+        uint32_t const *src = rows + (kb + j) * kblock_words;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = lane; i < 8 * kBlocks; i += 32) {   // 8 pieces per 128-byte block
+          if (i < 8 * blocks) copy16(&st.w[j][4 * i], src + 4 * i);
+        }
+      }
+      auto const *x = static_cast<Element const *>(p->x);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = lane; i < kStep * kTokens * 2; i += 32) {    // 2 pieces per token and k-block
+        int const j = i / (2 * kTokens), token = (i / 2) % kTokens, half = i % 2;
+        bool const valid = token < p->m;
+        copy16(&st.x[j][token][8 * half], x + (valid ? token * p->ldx + 16 * (kb + j) + 8 * half : 0), valid);
+      }
+      if (flushes(kb, kb_end)) {
+        int64_t const at = int64_t(kb * 16 / p->group) * p->n + block0 * 16;
+        constexpr int kPieces = kRows * int(sizeof(Element)) / 16;
+        for (int i = lane; i < (kZeros ? 2 : 1) * kPieces; i += 32) {
+          int const piece = i % kPieces;
+          if (piece >= 2 * blocks) continue;                     // 2 pieces per 16-row block
+          bool const zero = kZeros && i >= kPieces;
+          auto const *src = static_cast<Element const *>(zero ? p->zeros : p->scales) + at + 8 * piece;
+          copy16(zero ? &st.zero[8 * piece] : &st.scale[8 * piece], src);
+        }
       }
     }
-  }
+  };
 
   CUTLASS_DEVICE static void mma_block(Acc &group_acc, int b, uint32_t word, uint32_t const (&x)[kTiles][2]) {
     if constexpr (!kZeros) word ^= 0x88888888u;  // s4: (code + 8) mod 16, so every nibble is unsigned
@@ -167,10 +195,6 @@ struct Int4Decode {
     }
   }
 
-  CUTLASS_DEVICE static float to_float(void const *base, int64_t i) {
-    return static_cast<float>(static_cast<Element const *>(base)[i]);
-  }
-
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
     namespace cg = cooperative_groups;
     int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -183,53 +207,48 @@ struct Int4Decode {
     int const kb_begin = kStep * (cta_begin + cta_steps * warp / kWarps);
     int const kb_end = kStep * (cta_begin + cta_steps * (warp + 1) / kWarps);
     int64_t const kblock_words = int64_t(p.blocks_n) * 32;        // one k-block of all of W
-    uint32_t const *rows = p.w + int64_t(block0) * 32;           // + kb * kblock_words: the CTA's rows of k-block kb
-    uint32_t const *w = rows + lane;                              // this lane's words: + kb * kblock_words + 32 * b
-    uint32_t const bytes = uint32_t(blocks) * 128;
+    Step const step{&p, p.w + int64_t(block0) * 32, kblock_words, blocks, block0};
 
-    if (lane == 0) {
-      for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) prefetch_to_l2(rows + kb * kblock_words, bytes);
-    }
-    // Only the L2 prefetches run ahead of the previous kernel: L2 is the point of coherence, so they
+    // Only L2 prefetches run ahead of the previous kernel: L2 is the point of coherence, so they
     // cannot make a load see stale bytes, even of a weight that kernel has just written.
+    if (lane == 0) {
+      for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
+        prefetch_to_l2(step.rows + kb * kblock_words, uint32_t(blocks) * 128);
+      }
+    }
     wait_for_previous_grid();
-    Words words, next;
-    if (kb_begin < kb_end) load_words(words, w + kb_begin * kblock_words, kblock_words, blocks);
+
+    Stage *stages = smem.stages[warp];
+    CUTLASS_PRAGMA_UNROLL
+    for (int s = 0; s < kStages - 1; ++s) {
+      int const kb = kb_begin + s * kStep;
+      if (kb < kb_end) step.issue(stages[s], kb, kb_end, lane);
+      asm volatile("cp.async.commit_group;" ::: "memory");     // empty groups keep the count uniform
+    }
 
     Acc acc = {}, group_acc = {};
     float x_sum[kTiles][4] = {};
+    int stage = 0;
     for (int kb = kb_begin; kb < kb_end; kb += kStep) {
-      bool const more = kb + kStep < kb_end;
-      if (more) load_words(next, w + (kb + kStep) * kblock_words, kblock_words, blocks);
-      if (lane == 0) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < kStep; ++j) {
-          if (kb + kAhead + j < kb_end) prefetch_to_l2(rows + (kb + kAhead + j) * kblock_words, bytes);
-        }
+      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
+      __syncwarp();   // every lane's pieces have landed; every lane is done with the stage refilled next
+      {
+        int const ahead = kb + (kStages - 1) * kStep;
+        if (ahead < kb_end) step.issue(stages[(stage + kStages - 1) % kStages], ahead, kb_end, lane);
+        asm volatile("cp.async.commit_group;" ::: "memory");
       }
-      // A group ends with this step (or the warp's range does): its scales, read before the MMAs.
-      bool const flush = ((kb + kStep) * 16) % p.group == 0 || !more;
-      float scale[kBlocks][2], zero[kBlocks][2];
-      if (flush) {
-        int64_t const row = int64_t(kb * 16 / p.group) * p.n;
-        CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kBlocks; ++b) {
-          int const n = (block0 + b) * 16 + lane / 4;
-          bool const in = b < blocks;
-          scale[b][0] = in ? to_float(p.scales, row + n) : 0.f;
-          scale[b][1] = in ? to_float(p.scales, row + n + 8) : 0.f;
-          if constexpr (kZeros) {
-            zero[b][0] = in ? to_float(p.zeros, row + n) : 0.f;
-            zero[b][1] = in ? to_float(p.zeros, row + n + 8) : 0.f;
-          }
-        }
-      }
+      Stage const &st = stages[stage];
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kStep; ++j) {
-        uint32_t x[kTiles][2];
-        load_x(x, p, kb + j, lane);
+        uint32_t x[kTiles][2];   // X^T's B fragments: token 8t + lane/4, columns 2(lane%4) + {0, 1} and + 8
         CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kBlocks; ++b) mma_block(group_acc, b, words[j][b], x);
+        for (int t = 0; t < kTiles; ++t) {
+          Element const *row = st.x[j][8 * t + lane / 4] + 2 * (lane % 4);
+          x[t][0] = *reinterpret_cast<uint32_t const *>(row);
+          x[t][1] = *reinterpret_cast<uint32_t const *>(row + 8);
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int b = 0; b < kBlocks; ++b) mma_block(group_acc, b, st.w[j][32 * b + lane], x);
         if constexpr (kZeros) {
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
@@ -239,15 +258,19 @@ struct Int4Decode {
           }
         }
       }
-      if (flush) {
+      if (step.flushes(kb, kb_end)) {   // a group (or the warp's range) ends: scale its sums into acc
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
+          int const row = 16 * b + lane / 4;
+          float const scale[2] = {static_cast<float>(st.scale[row]), static_cast<float>(st.scale[row + 8])};
+          float zero[2] = {0.f, 0.f};
+          if constexpr (kZeros) zero[0] = static_cast<float>(st.zero[row]), zero[1] = static_cast<float>(st.zero[row + 8]);
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8
-              acc[b][t][i] += scale[b][i / 2] * group_acc[b][t][i];
-              if constexpr (kZeros) acc[b][t][i] += zero[b][i / 2] * x_sum[t][i];
+              acc[b][t][i] += scale[i / 2] * group_acc[b][t][i];
+              if constexpr (kZeros) acc[b][t][i] += zero[i / 2] * x_sum[t][i];
               group_acc[b][t][i] = 0.f;
             }
           }
@@ -260,15 +283,11 @@ struct Int4Decode {
           }
         }
       }
-      if (more) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < kStep; ++j) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int b = 0; b < kBlocks; ++b) words[j][b] = next[j][b];
-        }
-      }
+      stage = (stage + 1) % kStages;
     }
+    asm volatile("cp.async.wait_all;" ::: "memory");
     allow_next_grid();
+    __syncthreads();   // the partials below reuse the stages' memory
 
     // The warps' partials -> the CTA's (in partial[0]) -> the cluster's, each CTA finishing a
     // share of the outputs.
@@ -324,8 +343,8 @@ struct Int4Decode {
 
 template <class Decode>
 __global__ void __launch_bounds__(Decode::kThreads) int4_decode_kernel(Int4DecodeParams const p) {
-  __shared__ typename Decode::SharedStorage smem;
-  Decode::run(p, smem);
+  extern __shared__ __align__(16) char smem[];
+  Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
 }
 
 // The launcher behind the C exports (the interface of Sm90Launcher).  The cluster size (K-slices
@@ -346,8 +365,8 @@ struct Int4DecodeLauncher {
       return fail(FG_ERR_INVALID, "the group size must be a multiple of 32 dividing K");
     }
     if ((p.scales == nullptr) || (Kernel::kZeros && p.zeros == nullptr)) return fail(FG_ERR_INVALID, "scales (and zeros) are required");
-    if (p.lda % 2 || p.ldd < p.n || reinterpret_cast<uintptr_t>(p.a) % 4) {
-      return fail(FG_ERR_INVALID, "x must be 4-byte aligned with an even row stride");
+    if (p.lda % 8 || p.ldd < p.n || reinterpret_cast<uintptr_t>(p.a) % 16) {
+      return fail(FG_ERR_INVALID, "x must be 16-byte aligned with rows a multiple of 16 bytes apart");
     }
     if ((p.n / 16 + Decode::kBlocks - 1) / Decode::kBlocks > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
     return FG_OK;
@@ -375,8 +394,9 @@ struct Int4DecodeLauncher {
     static std::atomic<bool> prepared[kMaxDevices] = {};
     if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
     if (prepared[device].load(std::memory_order_acquire)) return FG_OK;
-    cudaFuncAttributes attributes;   // loads the module now, not inside a graph capture
-    cudaError_t err = cudaFuncGetAttributes(&attributes, int4_decode_kernel<Decode>);
+    // Also loads the module now, not inside a graph capture.
+    cudaError_t err = cudaFuncSetAttribute(int4_decode_kernel<Decode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Decode::kSmemBytes);
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the int4 decode kernel: ") + cudaGetErrorString(err));
@@ -412,7 +432,7 @@ struct Int4DecodeLauncher {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(s, row_groups, 1);
     config.blockDim = dim3(Decode::kThreads, 1, 1);
-    config.dynamicSmemBytes = 0;
+    config.dynamicSmemBytes = Decode::kSmemBytes;
     config.stream = static_cast<cudaStream_t>(p.stream);
     cudaLaunchAttribute attributes[2];
     int count = 0;
