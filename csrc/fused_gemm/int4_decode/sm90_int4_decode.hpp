@@ -122,12 +122,13 @@ struct Int4Decode {
   // One step of one warp, filled by cp.async: the codes of its kStep k-blocks (word t of block b at
   // w[j][32 b + t]), x's kTokens rows of them (zeros past M), and, when a group ends with the step,
   // the group's scales (and zero offsets) of the CTA's rows.
-  struct Stage {
+  struct alignas(16) Stage {   // every member (and every stage) at a multiple of cp.async's 16 bytes
     uint32_t w[kStep][32 * kBlocks];
     Element x[kStep][kTokens][16];
     Element scale[kRows];
-    Element zero[kZeros ? kRows : 1];
+    Element zero[kZeros ? kRows : 8];
   };
+  static_assert(sizeof(Stage) % 16 == 0 && (32 * kBlocks * 4) % 16 == 0 && (kRows * sizeof(Element)) % 16 == 0);
   union SharedStorage {
     Stage stages[kWarps][kStages];
     float partial[kWarps][kTokens * kPitch];
