@@ -42,9 +42,9 @@ for step in $steps; do
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
     ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"
-           for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096)
-             run "ncu-$kind" ncu --clock-control none -k regex:device_kernel --launch-skip 3 --launch-count 1 \
-               --set full --import-source yes -f -o "$OUT/ncu_$kind" python3 perf/profile_kernels.py "$kind" --m "${NCU_M:-4096}"
+           for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096; NCU_ARGS e.g. "--n 28672")
+             run "ncu-$kind" ncu --clock-control none -k "regex:${NCU_KERNEL:-device_kernel}" --launch-skip 3 --launch-count 1 \
+               --set full --import-source yes -f -o "$OUT/ncu_$kind" python3 perf/profile_kernels.py "$kind" --m "${NCU_M:-4096}" ${NCU_ARGS:-}
              ncu --import "$OUT/ncu_$kind.ncu-rep" --page details > "$OUT/ncu_${kind}_details.txt" 2>&1
              ncu --import "$OUT/ncu_$kind.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${kind}_sass.csv" 2>&1
              rm -f "$OUT/ncu_$kind.ncu-rep"   # the two exports above are what comes back

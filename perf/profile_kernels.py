@@ -5,7 +5,8 @@
 
 The first launches build, load and warm up; the later ones are what a profile should look at.
 Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same shape), gated
-(gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default).
+(gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default), int4
+(int4_linear, s4 g128, --n/--k; its decode kernel is int4_decode_kernel: NCU_KERNEL=int4_decode).
 """
 from __future__ import annotations
 
@@ -40,12 +41,15 @@ def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange"):
         w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
         b = torch.randn(n, dtype=torch.bfloat16, device="cuda")
         return lambda: fused_gemm.linear(x, w, b, "gelu_tanh")
+    if kind == "int4":
+        w = fused_gemm.quantize_int4(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5, 128)
+        return lambda: fused_gemm.int4_linear(x, w)
     raise SystemExit(f"unknown kind {kind!r}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear"))
+    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear", "int4"))
     ap.add_argument("--m", type=int, default=4096)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=K)

@@ -115,9 +115,7 @@ struct Int4Decode {
   // k-blocks (16 along K) per pipeline step: K is a multiple of 32 and so is every group, so a
   // group ends only at the end of a step.
   static constexpr int kStep = 2;
-  // Steps in flight per warp (cp.async groups): decode is latency-bound, so as many as leave two
-  // CTAs of shared memory per SM (about 90 KB each).
-  static constexpr int kStages = kTokens == 8 ? 8 : 6;
+  static constexpr int kStages = 4;              // steps in flight per warp (cp.async groups)
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
 
@@ -387,35 +385,31 @@ struct Int4DecodeLauncher {
     // Also loads the module now, not inside a graph capture.
     cudaError_t err = cudaFuncSetAttribute(int4_decode_kernel<Decode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Decode::kSmemBytes);
-    int sms = 0, per_sm = 0;
+    int sms = 0;
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) {
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, int4_decode_kernel<Decode>, Decode::kThreads,
-                                                          Decode::kSmemBytes);
-    }
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the int4 decode kernel: ") + cudaGetErrorString(err));
     }
-    slot_counts()[device].store(sms * (per_sm > 0 ? per_sm : 1), std::memory_order_relaxed);
+    sm_counts()[device].store(sms, std::memory_order_relaxed);
     prepared[device].store(true, std::memory_order_release);
     return FG_OK;
   }
 
-  // CTAs of this kernel resident on each device at once (SMs x CTAs per SM), found by prepare_device.
-  static std::atomic<int> *slot_counts() {
+  // Each device's SM count, found by prepare_device.
+  static std::atomic<int> *sm_counts() {
     static std::atomic<int> counts[kMaxDevices] = {};
     return counts;
   }
 
-  // K-slices per row group: the most (a power of two, up to a cluster of 8) whose CTAs are all
-  // resident at once, since decode is bound by the bytes in flight and a second wave would run
-  // with fewer; each warp keeps at least two steps of K.
+  // K-slices per row group: the fewest (a power of two, up to a cluster of 8) that give two CTAs
+  // per SM (an H100 ran 8192-row weights 1.5x slower with half of them, all resident), while each
+  // warp keeps at least two steps of K.
   static int splits(Problem const &p, int row_groups) {
-    int const resident = slot_counts()[p.device].load(std::memory_order_relaxed);
+    int const target = 2 * sm_counts()[p.device].load(std::memory_order_relaxed);
     int const max_by_k = int(p.k / (16 * Decode::kStep * 2 * Decode::kWarps));
     int s = 1;
-    while (s < kMaxSplits && row_groups * 2 * s <= resident && 2 * s <= max_by_k) s *= 2;
+    while (s < kMaxSplits && row_groups * s < target && 2 * s <= max_by_k) s *= 2;
     return s;
   }
 
