@@ -51,34 +51,26 @@ struct Int4DecodeParams {
   float alpha, beta;
 };
 
-// The 16-bit type's constants: a code u in the low 4 bits of a half ORed with kBias is kBias + u
-// exactly (bf16 128 + u, fp16 1024 + u), so subtracting kBias (u4) or kBias + 8 (s4, whose codes
-// were XORed with 8) leaves the code.
+// The 16-bit type's constants.  A code u in the low 4 bits of a half ORed with kMagic is
+// kMagic + u exactly (bf16 128 + u, fp16 1024 + u): one LOP3 per pair of codes.  s4 codes are XORed
+// with 8 in the same LOP3 ((w & 0xF) ^ (magic | 8) = magic + (u ^ 8) = magic + 8 + code).  The MMA
+// then sums x * (magic + offset + code); the magic and offset come off once per group, as
+// (magic + offset) * sum(x), with sum(x) from an MMA on all-ones codes in the same layout.
 template <class Element>
 struct Int4DecodeTraits;
 template <>
 struct Int4DecodeTraits<cutlass::bfloat16_t> {
-  static constexpr uint32_t kBias = 0x43004300u;        // 128, 128
-  static constexpr uint32_t kBiasSigned = 0x43084308u;  // 136, 136
+  static constexpr uint32_t kMagic = 0x43004300u;       // 128, 128
+  static constexpr float kMagicValue = 128.f;
   static constexpr uint32_t kOnes = 0x3F803F80u;
   using Mma = cute::SM80_16x8x16_F32BF16BF16F32_TN;
-  CUTLASS_DEVICE static uint32_t sub(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-  }
 };
 template <>
 struct Int4DecodeTraits<cutlass::half_t> {
-  static constexpr uint32_t kBias = 0x64006400u;        // 1024, 1024
-  static constexpr uint32_t kBiasSigned = 0x64086408u;  // 1032, 1032
+  static constexpr uint32_t kMagic = 0x64006400u;       // 1024, 1024
+  static constexpr float kMagicValue = 1024.f;
   static constexpr uint32_t kOnes = 0x3C003C00u;
   using Mma = cute::SM80_16x8x16_F32F16F16F32_TN;
-  CUTLASS_DEVICE static uint32_t sub(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-  }
 };
 
 CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
@@ -97,6 +89,11 @@ CUTLASS_DEVICE void allow_next_grid() {
 #endif
 }
 
+CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
+  uint32_t const to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens,
 // kWarps, kBlocks, kZeros, kBias, kResidual.
 template <class Kernel>
@@ -109,6 +106,7 @@ struct Int4Decode {
   static constexpr int kBlocks = Kernel::kBlocks;
   static constexpr bool kZeros = Kernel::kZeros;
   static_assert(kTokens == 8 || kTokens == 16, "one or two 8-token MMA tiles");
+  static_assert(kBlocks == 1 || kBlocks == 2 || kBlocks == 4 || kBlocks == 8, "whole 16-byte pieces per lane");
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kBlocks;
   static constexpr int kTiles = kTokens / 8;
@@ -118,6 +116,9 @@ struct Int4Decode {
   static constexpr int kStages = 4;              // steps in flight per warp (cp.async groups)
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
+  // What the MMA sums per code beyond the code itself (see Int4DecodeTraits).
+  static constexpr float kOffset = Traits::kMagicValue + (kZeros ? 0.f : 8.f);
+  static constexpr uint32_t kXor = Traits::kMagic | (kZeros ? 0u : 0x00080008u);
 
   // One step of one warp, filled by cp.async: the codes of its kStep k-blocks (word t of block b at
   // w[j][32 b + t]), x's kTokens rows of them (zeros past M), and, when a group ends with the step,
@@ -128,7 +129,7 @@ struct Int4Decode {
     Element scale[kRows];
     Element zero[kZeros ? kRows : 8];
   };
-  static_assert(sizeof(Stage) % 16 == 0 && (32 * kBlocks * 4) % 16 == 0 && (kRows * sizeof(Element)) % 16 == 0);
+  static_assert(sizeof(Stage) % 16 == 0 && (kRows * sizeof(Element)) % 16 == 0);
   union SharedStorage {
     Stage stages[kWarps][kStages];
     float partial[kWarps][kTokens * kPitch];
@@ -137,64 +138,60 @@ struct Int4Decode {
 
   using Acc = float[kBlocks][kTiles][4];
 
-  CUTLASS_DEVICE static void copy16(void *dst, void const *src, bool valid = true) {
-    uint32_t const to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
-  }
-
-  // What one warp reads from memory for a step: 16-byte pieces spread over its lanes.
-  struct Step {
-    Int4DecodeParams const *p;
-    uint32_t const *rows;        // the CTA's rows of k-block 0
-    int64_t kblock_words;
-    int blocks, block0;
-
-    CUTLASS_DEVICE bool flushes(int kb, int kb_end) const {
-      return ((kb + kStep) * 16) % p->group == 0 || kb + kStep == kb_end;
+  // Where groups end in a warp's range of k-blocks, walked forward without a division per step.
+  struct Groups {
+    int end, group_kb, kb_end, row;   // the current group's last k-block + 1, k-blocks per group, ...
+    CUTLASS_DEVICE Groups(int kb_begin, int kb_end_, int group_kb_) : group_kb(group_kb_), kb_end(kb_end_) {
+      row = kb_begin / group_kb;
+      end = min(kb_end, (row + 1) * group_kb);
     }
+    CUTLASS_DEVICE bool ends_with(int kb) const { return kb + kStep == end; }   // the step at kb
+    CUTLASS_DEVICE void advance() {
+      ++row;
+      end = min(kb_end, end + group_kb);
+    }
+  };
 
-    CUTLASS_DEVICE void issue(Stage &st, int kb, int kb_end, int lane) const {
+  // A warp's copies for one step: 16-byte pieces spread over its lanes, at offsets fixed per lane.
+  struct Copier {
+    uint32_t const *w;           // this lane's first piece of the CTA's rows, at the next k-block to copy
+    int64_t kblock_words;
+    Element const *x;            // this lane's x piece (its token, half and first k-block), at the next step
+    bool x_valid;                // its token < M (else the piece is zero-filled)
+    Element const *scales, *zeros;   // this lane's piece of the CTA's rows of group row 0
+    int64_t group_stride;            // N
+    bool w_valid[(8 * kBlocks + 31) / 32];
+    bool scale_valid;
+
+    CUTLASS_DEVICE void issue(Stage &st, int lane, bool group_ends, int group_row) {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kStep; ++j) {
-        uint32_t const *src = rows + (kb + j) * kblock_words;
         CUTLASS_PRAGMA_UNROLL
-        for (int i = lane; i < 8 * kBlocks; i += 32) {   // 8 pieces per 128-byte block
-          if (i < 8 * blocks) copy16(&st.w[j][4 * i], src + 4 * i);
+        for (int r = 0; r * 32 < 8 * kBlocks; ++r) {   // 8 pieces per 128-byte block
+          int const i = lane + 32 * r;
+          if (i < 8 * kBlocks && w_valid[r]) copy16(&st.w[j][4 * i], w + j * kblock_words + 128 * r);
         }
       }
-      auto const *x = static_cast<Element const *>(p->x);
+      w += kStep * kblock_words;
       CUTLASS_PRAGMA_UNROLL
-      for (int i = lane; i < kStep * kTokens * 2; i += 32) {    // 2 pieces per token and k-block
-        int const j = i / (2 * kTokens), token = (i / 2) % kTokens, half = i % 2;
-        bool const valid = token < p->m;
-        copy16(&st.x[j][token][8 * half], x + (valid ? token * p->ldx + 16 * (kb + j) + 8 * half : 0), valid);
+      for (int r = 0; r * 32 < kStep * kTokens * 2; ++r) {   // 2 pieces per token and k-block
+        int const i = lane + 32 * r;
+        if (i < kStep * kTokens * 2) {
+          int const j = i / (2 * kTokens), token = (i / 2) % kTokens, half = i % 2;
+          copy16(&st.x[j][token][8 * half], x + 16 * r * (32 / (2 * kTokens)), x_valid);
+        }
       }
-      if (flushes(kb, kb_end)) {
-        int64_t const at = int64_t(kb * 16 / p->group) * p->n + block0 * 16;
+      x += 16 * kStep;
+      if (group_ends && scale_valid) {
         constexpr int kPieces = kRows * int(sizeof(Element)) / 16;
-        for (int i = lane; i < (kZeros ? 2 : 1) * kPieces; i += 32) {
-          int const piece = i % kPieces;
-          if (piece >= 2 * blocks) continue;                     // 2 pieces per 16-row block
-          bool const zero = kZeros && i >= kPieces;
-          auto const *src = static_cast<Element const *>(zero ? p->zeros : p->scales) + at + 8 * piece;
-          copy16(zero ? &st.zero[8 * piece] : &st.scale[8 * piece], src);
+        int64_t const at = int64_t(group_row) * group_stride;
+        if (lane < kPieces) copy16(&st.scale[8 * lane], scales + at);
+        if constexpr (kZeros) {
+          if (lane >= 32 - kPieces) copy16(&st.zero[8 * (lane - (32 - kPieces))], zeros + at);
         }
       }
     }
   };
-
-  CUTLASS_DEVICE static void mma_block(Acc &group_acc, int b, uint32_t word, uint32_t const (&x)[kTiles][2]) {
-    if constexpr (!kZeros) word ^= 0x88888888u;  // s4: (code + 8) mod 16, so every nibble is unsigned
-    uint32_t const bias = kZeros ? Traits::kBias : Traits::kBiasSigned;
-    uint32_t a[4];
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < 4; ++i) a[i] = Traits::sub(((word >> (4 * i)) & 0x000F000Fu) | Traits::kBias, bias);
-    CUTLASS_PRAGMA_UNROLL
-    for (int t = 0; t < kTiles; ++t) {
-      float *c = group_acc[b][t];
-      Mma::fma(c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], x[t][0], x[t][1], c[0], c[1], c[2], c[3]);
-    }
-  }
 
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
     namespace cg = cooperative_groups;
@@ -208,34 +205,63 @@ struct Int4Decode {
     int const kb_begin = kStep * (cta_begin + cta_steps * warp / kWarps);
     int const kb_end = kStep * (cta_begin + cta_steps * (warp + 1) / kWarps);
     int64_t const kblock_words = int64_t(p.blocks_n) * 32;        // one k-block of all of W
-    Step const step{&p, p.w + int64_t(block0) * 32, kblock_words, blocks, block0};
+    uint32_t const *rows = p.w + int64_t(block0) * 32;            // + kb * kblock_words: the CTA's rows of k-block kb
 
     // Only L2 prefetches run ahead of the previous kernel: L2 is the point of coherence, so they
     // cannot make a load see stale bytes, even of a weight that kernel has just written.
     if (lane == 0) {
       for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
-        prefetch_to_l2(step.rows + kb * kblock_words, uint32_t(blocks) * 128);
+        prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
       }
     }
     wait_for_previous_grid();
 
+    Copier copier;
+    copier.w = rows + kb_begin * kblock_words + 4 * lane;
+    copier.kblock_words = kblock_words;
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r * 32 < 8 * kBlocks; ++r) copier.w_valid[r] = lane + 32 * r < 8 * blocks;
+    {
+      int const token = (lane / 2) % kTokens, half = lane % 2;   // the same for every r: 32 is a multiple of 2 kTokens
+      copier.x_valid = token < p.m;
+      int const j0 = lane / (2 * kTokens);   // piece r adds 32 / (2 kTokens) k-blocks
+      copier.x = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 16 * (kb_begin + j0) + 8 * half;
+    }
+    constexpr int kPieces = kRows * int(sizeof(Element)) / 16;
+    int const scale_piece = lane < kPieces ? lane : lane - (32 - kPieces);
+    copier.scale_valid = scale_piece < 2 * blocks;                 // 2 pieces per 16-row block
+    copier.scales = static_cast<Element const *>(p.scales) + block0 * 16 + 8 * scale_piece;
+    copier.zeros = kZeros ? static_cast<Element const *>(p.zeros) + block0 * 16 + 8 * scale_piece : nullptr;
+    copier.group_stride = p.n;
+
+    int const group_kb = p.group / 16;
+    Groups issued(kb_begin, kb_end, group_kb);
     Stage *stages = smem.stages[warp];
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < kStages - 1; ++s) {
       int const kb = kb_begin + s * kStep;
-      if (kb < kb_end) step.issue(stages[s], kb, kb_end, lane);
+      if (kb < kb_end) {
+        bool const ends = issued.ends_with(kb);
+        copier.issue(stages[s], lane, ends, issued.row);
+        if (ends) issued.advance();
+      }
       asm volatile("cp.async.commit_group;" ::: "memory");     // empty groups keep the count uniform
     }
 
     Acc acc = {}, group_acc = {};
     float x_sum[kTiles][4] = {};
+    Groups computed(kb_begin, kb_end, group_kb);
     int stage = 0;
     for (int kb = kb_begin; kb < kb_end; kb += kStep) {
       asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
       __syncwarp();   // every lane's pieces have landed; every lane is done with the stage refilled next
       {
         int const ahead = kb + (kStages - 1) * kStep;
-        if (ahead < kb_end) step.issue(stages[(stage + kStages - 1) % kStages], ahead, kb_end, lane);
+        if (ahead < kb_end) {
+          bool const ends = issued.ends_with(ahead);
+          copier.issue(stages[(stage + kStages - 1) % kStages], lane, ends, issued.row);
+          if (ends) issued.advance();
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
       }
       Stage const &st = stages[stage];
@@ -249,39 +275,49 @@ struct Int4Decode {
           x[t][1] = *reinterpret_cast<uint32_t const *>(row + 8);
         }
         CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kBlocks; ++b) mma_block(group_acc, b, st.w[j][32 * b + lane], x);
-        if constexpr (kZeros) {
+        for (int b = 0; b < kBlocks; ++b) {
+          uint32_t const word = st.w[j][32 * b + lane];
+          uint32_t a[4];   // kMagic + offset + code, in the MMA's A order (nibbles i and i + 4 of the word)
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < 4; ++i) a[i] = ((word >> (4 * i)) & 0x000F000Fu) ^ kXor;
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
-            float *s = x_sum[t];
-            uint32_t const ones = Traits::kOnes;   // a copy: fma takes references
-            Mma::fma(s[0], s[1], s[2], s[3], ones, ones, ones, ones, x[t][0], x[t][1], s[0], s[1], s[2], s[3]);
+            float *c = group_acc[b][t];
+            Mma::fma(c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], x[t][0], x[t][1], c[0], c[1], c[2], c[3]);
           }
         }
+        CUTLASS_PRAGMA_UNROLL
+        for (int t = 0; t < kTiles; ++t) {   // sum(x) per token, in the accumulators' layout
+          float *s = x_sum[t];
+          uint32_t const ones = Traits::kOnes;   // a copy: fma takes references
+          Mma::fma(s[0], s[1], s[2], s[3], ones, ones, ones, ones, x[t][0], x[t][1], s[0], s[1], s[2], s[3]);
+        }
       }
-      if (step.flushes(kb, kb_end)) {   // a group (or the warp's range) ends: scale its sums into acc
+      if (computed.ends_with(kb)) {   // a group (or the warp's range) ends: its sums, scaled, into acc
+        computed.advance();
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
           int const row = 16 * b + lane / 4;
-          float const scale[2] = {static_cast<float>(st.scale[row]), static_cast<float>(st.scale[row + 8])};
-          float zero[2] = {0.f, 0.f};
-          if constexpr (kZeros) zero[0] = static_cast<float>(st.zero[row]), zero[1] = static_cast<float>(st.zero[row + 8]);
+          float scale[2], shift[2];   // acc += scale * group_acc + shift * sum(x)
+          CUTLASS_PRAGMA_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            scale[h] = static_cast<float>(st.scale[row + 8 * h]);
+            shift[h] = -kOffset * scale[h];
+            if constexpr (kZeros) shift[h] += static_cast<float>(st.zero[row + 8 * h]);
+          }
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8
-              acc[b][t][i] += scale[i / 2] * group_acc[b][t][i];
-              if constexpr (kZeros) acc[b][t][i] += zero[i / 2] * x_sum[t][i];
+              acc[b][t][i] += scale[i / 2] * group_acc[b][t][i] + shift[i / 2] * x_sum[t][i];
               group_acc[b][t][i] = 0.f;
             }
           }
         }
-        if constexpr (kZeros) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int t = 0; t < kTiles; ++t) {
           CUTLASS_PRAGMA_UNROLL
-          for (int t = 0; t < kTiles; ++t) {
-            CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < 4; ++i) x_sum[t][i] = 0.f;
-          }
+          for (int i = 0; i < 4; ++i) x_sum[t][i] = 0.f;
         }
       }
       stage = (stage + 1) % kStages;
