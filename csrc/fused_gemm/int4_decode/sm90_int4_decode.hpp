@@ -89,6 +89,13 @@ CUTLASS_DEVICE void allow_next_grid() {
 #endif
 }
 
+// (a & b) ^ c in one LOP3 (the compiler splits it in two when b and c are immediates).
+CUTLASS_DEVICE uint32_t mask_xor(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
   uint32_t const to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -251,6 +258,7 @@ struct Int4Decode {
     Acc acc = {}, group_acc = {};
     float x_sum[kTiles][4] = {};
     Groups computed(kb_begin, kb_end, group_kb);
+    uint32_t const mask = 0x000F000Fu, magic = kXor;   // in registers: one LOP3 takes both
     int stage = 0;
     for (int kb = kb_begin; kb < kb_end; kb += kStep) {
       asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
@@ -274,16 +282,24 @@ struct Int4Decode {
           x[t][0] = *reinterpret_cast<uint32_t const *>(row);
           x[t][1] = *reinterpret_cast<uint32_t const *>(row + 8);
         }
+        // Every word of the k-block first, then every conversion, then the MMAs: independent chains
+        // side by side instead of one LDS -> LOP3 -> MMA chain per block.
+        uint32_t words[kBlocks];
+        CUTLASS_PRAGMA_UNROLL
+        for (int b = 0; b < kBlocks; ++b) words[b] = st.w[j][32 * b + lane];
+        uint32_t a[kBlocks][4];   // kMagic + offset + code, in the MMA's A order (nibbles i and i + 4 of the word)
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
-          uint32_t const word = st.w[j][32 * b + lane];
-          uint32_t a[4];   // kMagic + offset + code, in the MMA's A order (nibbles i and i + 4 of the word)
           CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < 4; ++i) a[i] = ((word >> (4 * i)) & 0x000F000Fu) ^ kXor;
+          for (int i = 0; i < 4; ++i) a[b][i] = mask_xor(words[b] >> (4 * i), mask, magic);
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int b = 0; b < kBlocks; ++b) {
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
             float *c = group_acc[b][t];
-            Mma::fma(c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], x[t][0], x[t][1], c[0], c[1], c[2], c[3]);
+            Mma::fma(c[0], c[1], c[2], c[3], a[b][0], a[b][1], a[b][2], a[b][3], x[t][0], x[t][1], c[0], c[1], c[2],
+                     c[3]);
           }
         }
         CUTLASS_PRAGMA_UNROLL
