@@ -120,7 +120,7 @@ struct Int4Decode {
   // k-blocks (16 along K) per pipeline step: K is a multiple of 32 and so is every group, so a
   // group ends only at the end of a step.
   static constexpr int kStep = 2;
-  static constexpr int kStages = 4;              // steps in flight per warp (cp.async groups)
+  static constexpr int kStages = 6;              // steps in flight per warp (cp.async groups)
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
   // What the MMA sums per code beyond the code itself (see Int4DecodeTraits).
@@ -137,9 +137,16 @@ struct Int4Decode {
     Element zero[kZeros ? kRows : 8];
   };
   static_assert(sizeof(Stage) % 16 == 0 && (kRows * sizeof(Element)) % 16 == 0);
-  union SharedStorage {
-    Stage stages[kWarps][kStages];
-    float partial[kWarps][kTokens * kPitch];
+  static constexpr int kMaxRanks = 8;            // the launcher's largest cluster
+  static constexpr int kEntries = kTokens * kRows;
+  struct SharedStorage {
+    union {
+      Stage stages[kWarps][kStages];
+      float partial[kWarps][kTokens * kPitch];
+    };
+    // Where the cluster's CTAs put their partial sums of this CTA's share of the outputs: written by
+    // other CTAs at any time after the start, so it shares memory with nothing.
+    float inbox[kEntries + kMaxRanks];
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
@@ -200,9 +207,28 @@ struct Int4Decode {
     }
   };
 
+  // The epilogue of one output: act(alpha * sum + bias) + beta * residual.
+  CUTLASS_DEVICE static void store(Int4DecodeParams const &p, int block0, int token, int row, float sum) {
+    int const n = block0 * 16 + row;
+    if (n >= p.n) return;
+    float v = p.alpha * sum;
+    if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
+    v = typename Kernel::Activation{}(v);
+    if constexpr (Kernel::kResidual) {
+      v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
+    }
+    static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
+  }
+
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
     namespace cg = cooperative_groups;
     int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    cg::cluster_group cluster = cg::this_cluster();
+    int const ranks = int(cluster.num_blocks());
+    int const rank = int(cluster.block_rank());
+    // Half of a cluster barrier now, so that the wait before the first remote store (that every
+    // CTA has started) costs nothing by then.
+    if (ranks > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
     int const block0 = blockIdx.y * kBlocks;                      // the CTA's first 16-row block of W
     int const blocks = min(kBlocks, p.blocks_n - block0);
     // This warp's k-steps: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
@@ -365,32 +391,31 @@ struct Int4Decode {
       for (int v = 0; v < kWarps; ++v) sum += smem.partial[v][at];
       smem.partial[0][at] = sum;
     }
-    cg::cluster_group cluster = cg::this_cluster();
-    int const ranks = int(cluster.num_blocks());
-    int const rank = int(cluster.block_rank());
+    // The cluster's sums: each CTA pushes its partials of every other CTA's share into that CTA's
+    // inbox, one barrier, and each sums its own inbox.  (Pulling would need a second barrier, so
+    // that no CTA leaves while another still reads its shared memory.)
+    int const entries = tokens * kRows;
     if (ranks > 1) {
+      int const slice = (entries + ranks - 1) / ranks;
+      asm volatile("barrier.cluster.wait;" ::: "memory");     // every CTA has started: its inbox exists
+      for (int e = threadIdx.x; e < entries; e += kThreads) {
+        int const owner = e / slice;
+        float *inbox = cluster.map_shared_rank(smem.inbox, owner);
+        inbox[rank * slice + e - owner * slice] = smem.partial[0][(e / kRows) * kPitch + e % kRows];
+      }
       cluster.sync();
+      int const first = rank * slice, last = min(entries, first + slice);
+      for (int e = first + threadIdx.x; e < last; e += kThreads) {
+        float sum = 0.f;
+        for (int q = 0; q < ranks; ++q) sum += smem.inbox[q * slice + e - first];
+        store(p, block0, e / kRows, e % kRows, sum);
+      }
     } else {
       __syncthreads();
-    }
-    int const entries = tokens * kRows;
-    int const first = entries * rank / ranks, last = entries * (rank + 1) / ranks;
-    for (int e = first + threadIdx.x; e < last; e += kThreads) {
-      int const token = e / kRows, row = e % kRows;
-      int const n = block0 * 16 + row;
-      int const at = token * kPitch + row;
-      float sum = 0.f;
-      for (int q = 0; q < ranks; ++q) sum += (ranks > 1 ? cluster.map_shared_rank(&smem.partial[0][0], q) : &smem.partial[0][0])[at];
-      if (n >= p.n) continue;
-      float v = p.alpha * sum;
-      if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
-      v = typename Kernel::Activation{}(v);
-      if constexpr (Kernel::kResidual) {
-        v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
+      for (int e = threadIdx.x; e < entries; e += kThreads) {
+        store(p, block0, e / kRows, e % kRows, smem.partial[0][(e / kRows) * kPitch + e % kRows]);
       }
-      static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
     }
-    if (ranks > 1) cluster.sync();  // no CTA leaves while another still reads its shared memory
   }
 };
 
@@ -406,7 +431,7 @@ template <class Kernel>
 struct Int4DecodeLauncher {
   using Problem = typename Kernel::Problem;
   using Decode = Int4Decode<Kernel>;
-  static constexpr int kMaxSplits = 8;           // the portable cluster size
+  static constexpr int kMaxSplits = Decode::kMaxRanks;   // the portable cluster size
 
   static int can_implement(Problem const &p) {
     if (p.m < 1 || p.m > Decode::kTokens) {
