@@ -10,6 +10,7 @@ import torch
 
 import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
+from fused_gemm import jit
 from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
 from fused_gemm.generator.int4.heuristics import (INT4_RULES, RULES, SWEEP_CONFIGS, config_for, spec_for, sweep_configs,
                                                  tile_k_for)
@@ -109,13 +110,15 @@ def test_table_rows_are_valid_and_tile_k_follows_the_group():
 
 
 def test_int4_decodes_on_the_decode_kernel():
-    """int4 weights at M <= 16 take the decode kernel (8 or 16 token columns, PDL by default); e4m3
-    weights keep the mixed-input rows; both tables agree above M = 16."""
-    assert [spec_for("bf16", w, "none", 128, 4096, m).config for w in ("s4", "u4") for m in (1, 8, 9, 16)] == \
-        [DecodeConfig(8), DecodeConfig(8), DecodeConfig(16), DecodeConfig(16)] * 2
+    """int4 weights at M <= 8 take the decode kernel (PDL by default), at M <= 16 the stream-K
+    mixed-input kernel; e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
+    assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16)] == \
+        [True, True, False, False] * 2
+    assert spec_for("bf16", "s4", "none", 128, 4096, 8).config == DecodeConfig(8)
+    assert spec_for("bf16", "s4", "none", 128, 4096, 16).config.scheduler == "stream_k"
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
     assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
-    assert all(r.launch.pdl for r in INT4_RULES["sm90a"][:2])
+    assert INT4_RULES["sm90a"][0].launch.pdl
     spec = spec_for("bf16", "u4", FULL, 64, 4096, 16)
     assert spec.supports_group(64, 4096) and spec.supports_group(4096, 4096) and not spec.supports_group(48, 4096)
 
@@ -130,8 +133,8 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     have = set(preset("int4-gpu-tests"))
     need = {spec_for(d, w, FULL, 128, K_TEST, m) for d in ("bf16", "fp16") for w in ("s4", "u4") for m in M_VALUES}
     need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
-    need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, m) for w in ("s4", "u4") for g in (64, 128, 4096)
-             for m in (1, 16)}
+    need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, 1) for w in ("s4", "u4") for g in (64, 128, 4096)}
+    need |= {Int4Spec("bf16", w, epilogue="bias+silu+residual", config=DecodeConfig(16)) for w in ("s4", "u4")}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
     assert {s.config for s in preset("int4-sweep")} == set(sweep_configs("s4")) > set(SWEEP_CONFIGS)
@@ -405,19 +408,25 @@ def test_group_sizes(symmetric, group, m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("n, k, group", [(1040, 4096, 128), (4096, 4160, 64), (528, 2048, 2048)],
                          ids=["cluster-of-8", "uneven-k-slices", "per-channel"])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
-    """The decode kernel's K split across warps and a cluster of CTAs (summed through distributed
-    shared memory), with slices that end inside a group, and row groups past N."""
+    """The decode kernels (8 tokens, as int4_linear picks them, and the 16-token sweep alternative,
+    run directly): K split across warps and a cluster of CTAs (summed through distributed shared
+    memory), slices that end inside a group, row groups past N."""
     w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
     residual = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
+    if m <= 8:
+        got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
+    else:
+        op = jit.compile(Int4Spec("bf16", "s4" if symmetric else "u4", epilogue="bias+silu+residual",
+                                  config=DecodeConfig(16)))
+        got = op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out)
     assert_close(got, weight_only_reference(x, w, bias, "silu", residual), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 

@@ -1,10 +1,10 @@
 """Which int4-family kernel configuration serves which M: a table, not code (the GEMM family's ``Rule``).
 
 Rows are tried in order; the first whose ``max_m`` covers M wins.
-  M <= 8 and M <= 16, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming
-    GEMV on mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp) with 8 or 16 token columns.  The
-    mixed-input wgmma kernel below read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM
-    floor, slower than tinygemm at M = 1): its tiles are built for reuse a few tokens cannot give.
+  M <= 8, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
+    mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp).  The mixed-input wgmma kernels read
+    int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor, slower than tinygemm at M = 1).
+  M <= 16, int4 weights: the mixed-input kernel with 128x16 stream-K tiles (see _DECODE).
   M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
     its A operand in registers), so the tile's M side is the weight's N and its N side the tokens.
     The weight streams through 64-row tiles (N = 4096 gives 64 CTAs) in a persistent pingpong
@@ -33,8 +33,11 @@ SM90_RULES: Tuple[Rule, ...] = (
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 weights
+# M <= 8: the decode kernel.  9..16: CUTLASS's mixed-input stream-K kernel, which an H100 ran at 1.0-1.3x
+# less time than the 16-token decode kernel (perf/bench_int4.py --sweep: 16 x {4096, 28672} x 4096, 16 x
+# 4096 x 14336); the 16-token decode kernel stays a sweep alternative.
 _DECODE = (Rule(8, DecodeConfig(tokens=8), LaunchOptions(pdl=True)),
-           Rule(16, DecodeConfig(tokens=16), LaunchOptions(pdl=True)))
+           Rule(16, TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)))
 INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
 
 

@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
 from .heuristics import SWEEP_CONFIGS, config_for, rules, sweep_configs
-from .spec import FP8_WEIGHTS, Int4Spec
+from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
 # (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
@@ -45,6 +45,7 @@ def _gpu_tests() -> List[Int4Spec]:
         for group in TEST_GROUPS:
             specs += int4_specs("bf16", weight, "none", group)
         specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
+        specs.append(Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=DecodeConfig(16)))
     return specs
 
 
