@@ -45,6 +45,7 @@ def rules(arch: str, weight: str) -> Tuple[Rule, ...]:
     """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not."""
     return (INT4_RULES if weight in INT4_WEIGHTS else RULES)[arch]
 
+
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
 SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
     TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True),
