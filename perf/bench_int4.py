@@ -74,7 +74,7 @@ def decode_row(m, n, k, bandwidth, baseline: bool, sweep: bool):
            "floor_ratio": ratio, "floor_bar": bar, "tinygemm_us": t.get("tinygemm", float("nan")) * 1e6,
            "speedup": speedup, "speedup_bar": SPEEDUP_BAR[m], "rel_err": err, "ok": ok}
     if sweep:
-        row["sweep_us"] = sweep_us(t)
+        row["sweep_us"] = sweep_us(t, "s4")
     return row
 
 
@@ -94,7 +94,7 @@ def prefill_row(m, n, k, baseline: bool, sweep: bool):
     return {"kind": "prefill", "M": m, "N": n, "K": k, "ours_tflops": flop / t["ours"] / 1e12,
             "mm_tflops": flop / t["mm"] / 1e12, "tflops_ratio": mm_ratio, "ours_us": t["ours"] * 1e6,
             "tinygemm_us": t.get("tinygemm", float("nan")) * 1e6, "speedup": speedup,
-            "rel_err": err, "ok": ok, **({"sweep_us": sweep_us(t)} if sweep else {})}
+            "rel_err": err, "ok": ok, **({"sweep_us": sweep_us(t, "s4")} if sweep else {})}
 
 
 def _verdict(r) -> str:

@@ -12,7 +12,8 @@ import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
 from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
-from fused_gemm.generator.int4.heuristics import (INT4_RULES, RULES, SWEEP_CONFIGS, config_for, spec_for, sweep_configs,
+from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, config_for,
+                                                 spec_for, sweep_configs,
                                                  tile_k_for)
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
@@ -118,7 +119,7 @@ def test_int4_decodes_on_the_decode_kernel():
     assert spec_for("bf16", "s4", "none", 128, 4096, 16).config.scheduler == "stream_k"
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
     assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
-    assert INT4_RULES["sm90a"][0].launch.pdl
+    assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
     spec = spec_for("bf16", "u4", FULL, 64, 4096, 16)
     assert spec.supports_group(64, 4096) and spec.supports_group(4096, 4096) and not spec.supports_group(48, 4096)
 
@@ -135,10 +136,11 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
     need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, 1) for w in ("s4", "u4") for g in (64, 128, 4096)}
     need |= {Int4Spec("bf16", w, epilogue="bias+silu+residual", config=DecodeConfig(16)) for w in ("s4", "u4")}
+    need |= {Int4Spec(d, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for d in ("bf16", "fp16")}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
     assert {s.config for s in preset("int4-sweep")} == set(sweep_configs("s4")) > set(SWEEP_CONFIGS)
-    assert len(preset("int4-compile-ci")) == 1
+    assert [s.decode for s in preset("int4-compile-ci")] == [False, True]
 
 
 # -- the weight layout, quantiser and importers (CPU) -------------------------------------------------
@@ -428,6 +430,21 @@ def test_decode_kernel_splits_k(symmetric, n, k, group, m):
                                   config=DecodeConfig(16)))
         got = op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out)
     assert_close(got, weight_only_reference(x, w, bias, "silu", residual), WEIGHT_ONLY_TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", DECODE_SWEEP_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_decode_sweep_shapes(dtype, config):
+    """Every decode shape the sweep may time (and a table may adopt), at its largest M, on an
+    activation that cancels badly (silu(x) >= 0, per-channel scales, K = 14336: the MMA's magic
+    offset times sum(x) is large next to the sum it leaves)."""
+    dt, k, n = DTYPES[dtype], 14336, 272
+    w = make_weight(n, k, k, True, dt, seed=config.tokens)
+    x = torch.nn.functional.silu(torch.randn(config.tokens, k, dtype=dt, device="cuda")) * 4
+    out = torch.full((config.tokens, n), float("nan"), dtype=dt, device="cuda")
+    got = jit.compile(Int4Spec(dtype, "s4", config=config))(x, w.packed, w.scales, None, k, out=out)
+    assert_close(got, weight_only_reference(x, w), WEIGHT_ONLY_TOL[dt])
 
 
 @pytest.mark.gpu

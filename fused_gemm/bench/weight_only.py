@@ -67,7 +67,7 @@ def sweep_variants(sets, weight: str, operands: Callable) -> Dict[str, List[Call
     return v
 
 
-def sweep_us(t: Dict[str, float], weight: str = "s4") -> Dict[str, float]:
+def sweep_us(t: Dict[str, float], weight: str) -> Dict[str, float]:
     """A row's sweep times in microseconds, from the seconds per call that ``t`` maps names to (the
     configs that ran: decode shapes skip rows past their tokens)."""
     return {cfg.name: t[cfg.name] * 1e6 for cfg in sweep_configs(weight) if cfg.name in t}

@@ -42,8 +42,8 @@ class Int4Format:
         check_shape(N, K, "w")
         check_group_size(group_size, K, "w.group_size")
         if not spec.supports_group(group_size, K):
-            raise ValueError(f"w.group_size {group_size}: this kernel's k-tile ({spec.config.tile[2]}) does not divide it "
-                             f"({spec.uri})")
+            raise ValueError(f"w.group_size {group_size}: {spec.uri} cannot take groups of that size (a k-tile must "
+                             "divide them; the decode kernel takes multiples of 32)")
         groups = K // group_size
         for name, t, wanted in (("w.scales", scales, True), ("w.zeros", zeros, self._zeros)):
             if not wanted:

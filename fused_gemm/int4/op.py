@@ -78,6 +78,9 @@ class Int4Op(KernelOp):
             launch = self._default_launch
         else:
             launch = self.checked_launch(launch)
+            if spec.decode and launch != LaunchOptions(pdl=launch.pdl):
+                raise ValueError(f"launch {launch}: the decode kernel ({spec.uri}) takes only launch.pdl (its tiling and "
+                                 "K split are its own)")
         out_shape = (M, N) if len(xs) == 2 else (*lead, N)
         given_out = out is not None
         if given_out:

@@ -23,7 +23,7 @@ from typing import Dict, Tuple
 
 from ..gemm.heuristics import Rule, first_row
 from ..gemm.launch import LaunchOptions
-from ..gemm.spec import Epilogue, TileConfig
+from ..gemm.spec import Epilogue, TileConfig, canonical_dtype
 from .spec import INT4_WEIGHTS, TILE_K, DecodeConfig, Int4Spec
 
 _BIG_M = 1 << 62
@@ -36,14 +36,15 @@ RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 wei
 # M <= 8: the decode kernel.  9..16: CUTLASS's mixed-input stream-K kernel, which an H100 ran at 1.0-1.3x
 # less time than the 16-token decode kernel (perf/bench_int4.py --sweep: 16 x {4096, 28672} x 4096, 16 x
 # 4096 x 14336); the 16-token decode kernel stays a sweep alternative.
-_DECODE = (Rule(8, DecodeConfig(tokens=8), LaunchOptions(pdl=True)),
+# (The decode kernel launches with PDL by default: fused_gemm/int4/op.py.)
+_DECODE = (Rule(8, DecodeConfig(tokens=8)),
            Rule(16, TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)))
 INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
 
 
 def rules(arch: str, weight: str) -> Tuple[Rule, ...]:
     """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not."""
-    return (INT4_RULES if weight in INT4_WEIGHTS else RULES)[arch]
+    return (INT4_RULES if canonical_dtype(weight) in INT4_WEIGHTS else RULES)[arch]
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import SWEEP_CONFIGS, config_for, rules, sweep_configs
+from .heuristics import DECODE_SWEEP_CONFIGS, SWEEP_CONFIGS, config_for, rules, sweep_configs
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
 # (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
@@ -46,6 +46,7 @@ def _gpu_tests() -> List[Int4Spec]:
             specs += int4_specs("bf16", weight, "none", group)
         specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
         specs.append(Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=DecodeConfig(16)))
+    specs += [Int4Spec(dtype, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for dtype in ("bf16", "fp16")]
     return specs
 
 
@@ -57,7 +58,10 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
-    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[0]],
+    # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).
+    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[2],
+                                Int4Spec("bf16", "u4", epilogue=Epilogue.parse(TEST_FULL_EPILOGUE),
+                                         config=DecodeConfig(16))],
     "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
     "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),
     "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in SWEEP_CONFIGS],

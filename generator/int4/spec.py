@@ -1,11 +1,11 @@
-"""The int4 family's spec: one mixed-input GEMM, W4A16 (int4 weights dequantised inside the mainloop)
-or W8A16 (fp8 e4m3 weights converted inside the mainloop).
+"""The int4 family's spec: a mixed-input GEMM, W4A16 (int4 weights dequantised inside the mainloop)
+or W8A16 (fp8 e4m3 weights converted inside the mainloop), or the family's int4 decode kernel.
 
     D[M, N] = epilogue(X[M, K] @ dequant(W)^T),   dequant(W)[n, k] = scale[g, n] * q[n, k] (+ zero[g, n])
 
 with g = k // group_size.  CUTLASS's sm90 mixed-input mainloop converts the narrow operand in
-registers (the "RS" wgmma: A from registers), so the weight must be the kernel's A operand: the
-kernel always computes D^T = W . X^T (``config.swap_ab`` is required), which also puts a decode
+registers (the "RS" wgmma: A from registers), so the weight must be the kernel's A operand: a
+mixed-input kernel always computes D^T = W . X^T (``config.swap_ab`` is required), which also puts a decode
 step's few tokens on the tile's narrow N side.  The group size is a runtime argument (CUTLASS reads
 it per launch): one kernel serves every group size that its tile K divides, and per-channel scales
 (group size = K).  ``weight`` 's4' is symmetric (signed codes, scales only), 'u4' asymmetric
@@ -145,7 +145,7 @@ class Int4Spec:
             DecodeConfig.from_name(g["decode"]) if g["decode"] else TileConfig.from_uri_groups(g),
             pdl=not g["nopdl"], arch=g["arch"]))
 
-    def with_config(self, config: TileConfig) -> "Int4Spec":
+    def with_config(self, config: Union[TileConfig, DecodeConfig]) -> "Int4Spec":
         return replace(self, config=config)
 
     @property

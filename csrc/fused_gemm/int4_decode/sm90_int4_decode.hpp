@@ -10,24 +10,28 @@
 //   * quantize_int4's order puts a thread's 8 codes of a 16x16 (N x K) block in one 32-bit word,
 //     and they are exactly the A fragment of mma.m16n8k16 (rows n, n + 8; columns 2c, 2c + 1,
 //     2c + 8, 2c + 9 in the value order [0, 4, 1, 5, 2, 6, 3, 7]): lane t takes word t of each
-//     block (a CTA's blocks of one k-block are contiguous: one copy), turns it into four 16-bit pairs with a mask-or and a subtraction each, and
-//     multiplies them with X^T (the tokens are the MMA's 8-wide N side: one or two tiles).
+//     block (a CTA's blocks of one k-block are contiguous: one copy), turns it into four 16-bit
+//     pairs with one LOP3 each, and multiplies them with X^T (the tokens are the MMA's 8-wide N
+//     side: one or two tiles).
 //   * The codes are exact in bf16/fp16; scales (and u4 zero offsets) multiply each group's fp32
 //     partial sums, once per group instead of once per code, and without rounding the dequantised
 //     weight to 16 bits.  u4's offset needs each group's sum of x, which an MMA with an all-ones
 //     A gives in the accumulators' own layout.
-//   * One lane per warp keeps the next kAhead k-blocks of its rows in flight to L2 with bulk
-//     prefetches, so DRAM stays busy without holding those bytes in registers.
-//   * With PDL the weight's first loads go out before the previous kernel has finished; x and the
-//     residual are read after griddepcontrol.wait.
+//   * Each warp streams its slice through shared memory with cp.async, kStages steps in flight (the
+//     codes, x's rows and, at a group's end, the group's scales), so the bytes in flight do not
+//     cost registers; it reads the codes back as conflict-free 32-bit words.
+//   * With PDL, L2 bulk prefetches of each warp's first k-blocks go out before the previous kernel
+//     has finished; every copy into shared memory comes after griddepcontrol.wait.
 #pragma once
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "cute/arch/mma_sm80.hpp"
 #include "cutlass/cutlass.h"
@@ -73,6 +77,11 @@ struct Int4DecodeTraits<cutlass::half_t> {
   using Mma = cute::SM80_16x8x16_F32F16F16F32_TN;
 };
 
+// The decode kernel's PTX.  CUTLASS and CuTe have wrappers for most of these, without "memory"
+// clobbers: the compiler may then move plain loads and stores across them (the remote stores of the
+// reduction above the cluster wait, the epilogue's reads above griddepcontrol.wait).
+namespace int4_decode {
+
 CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
 }
@@ -101,6 +110,11 @@ CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
+CUTLASS_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
+CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+
+}  // namespace int4_decode
+
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens,
 // kWarps, kBlocks, kZeros, kBias, kResidual.
 template <class Kernel>
@@ -125,6 +139,11 @@ struct Int4Decode {
   static constexpr int kStages = 4;
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
+  static constexpr int kScalePieces = kRows * int(sizeof(Element)) / 16;   // 16-byte pieces of a group's scales
+  // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
+  // 1032 * sum(x) with fp32 rounding error near fp16's tolerance, so fp16 takes the offset off
+  // every step (bf16's 136 keeps the error ~1e-4 with a correction per group).
+  static constexpr bool kCorrectEachStep = std::is_same_v<Element, cutlass::half_t>;
   // What the MMA sums per code beyond the code itself (see Int4DecodeTraits).
   static constexpr float kOffset = Traits::kMagicValue + (kZeros ? 0.f : 8.f);
   static constexpr uint32_t kXor = Traits::kMagic | (kZeros ? 0u : 0x00080008u);
@@ -174,10 +193,20 @@ struct Int4Decode {
     int64_t kblock_words;
     Element const *x;            // this lane's x piece (its token, half and first k-block), at the next step
     bool x_valid;                // its token < M (else the piece is zero-filled)
-    Element const *scales, *zeros;   // this lane's piece of the CTA's rows of group row 0
+    Element const *scales;           // this lane's piece of the scales (or zeros) of the CTA's rows, group row 0
     int64_t group_stride;            // N
     bool w_valid[(8 * kBlocks + 31) / 32];
-    bool scale_valid;
+    int scale_piece;                 // which piece, or -1 (none, or past N)
+    bool scale_is_zero;
+
+    CUTLASS_DEVICE void init_scales(Int4DecodeParams const &p, int lane, int block0, int blocks) {
+      static_assert(kScalePieces * (kZeros ? 2 : 1) <= 32, "one piece per lane");
+      scale_is_zero = kZeros && lane >= 32 - kScalePieces;
+      int const piece = scale_is_zero ? lane - (32 - kScalePieces) : lane;
+      scale_piece = piece < kScalePieces && piece < 2 * blocks ? piece : -1;   // 2 pieces per 16-row block
+      scales = static_cast<Element const *>(scale_is_zero ? p.zeros : p.scales) + block0 * 16 + 8 * max(piece, 0);
+      group_stride = p.n;
+    }
 
     CUTLASS_DEVICE void issue(Stage &st, int lane, bool group_ends, int group_row) {
       CUTLASS_PRAGMA_UNROLL
@@ -185,7 +214,7 @@ struct Int4Decode {
         CUTLASS_PRAGMA_UNROLL
         for (int r = 0; r * 32 < 8 * kBlocks; ++r) {   // 8 pieces per 128-byte block
           int const i = lane + 32 * r;
-          if (i < 8 * kBlocks && w_valid[r]) copy16(&st.w[j][4 * i], w + j * kblock_words + 128 * r);
+          if (i < 8 * kBlocks && w_valid[r]) int4_decode::copy16(&st.w[j][4 * i], w + j * kblock_words + 128 * r);
         }
       }
       w += kStep * kblock_words;
@@ -194,20 +223,19 @@ struct Int4Decode {
         int const i = lane + 32 * r;
         if (i < kStep * kTokens * 2) {
           int const j = i / (2 * kTokens), token = (i / 2) % kTokens, half = i % 2;
-          copy16(&st.x[j][token][8 * half], x + 16 * r * (32 / (2 * kTokens)), x_valid);
+          int4_decode::copy16(&st.x[j][token][8 * half], x + 16 * r * (32 / (2 * kTokens)), x_valid);
         }
       }
       x += 16 * kStep;
-      if (group_ends && scale_valid) {
-        constexpr int kPieces = kRows * int(sizeof(Element)) / 16;
+      if (group_ends && scale_piece >= 0) {   // lanes 0..: scales; u4's last lanes: zero offsets
         int64_t const at = int64_t(group_row) * group_stride;
-        if (lane < kPieces) copy16(&st.scale[8 * lane], scales + at);
-        if constexpr (kZeros) {
-          if (lane >= 32 - kPieces) copy16(&st.zero[8 * (lane - (32 - kPieces))], zeros + at);
-        }
+        int4_decode::copy16(scale_is_zero ? &st.zero[8 * scale_piece] : &st.scale[8 * scale_piece], scales + at);
       }
     }
   };
+
+  // Where output entry e (token-major: e = token * kRows + row) sits in a partial-sum array.
+  CUTLASS_DEVICE static int slot(int e) { return (e / kRows) * kPitch + e % kRows; }
 
   // The epilogue of one output: act(alpha * sum + bias) + beta * residual.
   CUTLASS_DEVICE static void store(Int4DecodeParams const &p, int block0, int token, int row, float sum) {
@@ -230,7 +258,7 @@ struct Int4Decode {
     int const rank = int(cluster.block_rank());
     // Half of a cluster barrier now, so that the wait before the first remote store (that every
     // CTA has started) costs nothing by then.
-    if (ranks > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+    if (ranks > 1) int4_decode::cluster_arrive_relaxed();
     int const block0 = blockIdx.y * kBlocks;                      // the CTA's first 16-row block of W
     int const blocks = min(kBlocks, p.blocks_n - block0);
     // This warp's k-steps: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
@@ -246,10 +274,10 @@ struct Int4Decode {
     // cannot make a load see stale bytes, even of a weight that kernel has just written.
     if (lane == 0) {
       for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
-        prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
+        int4_decode::prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
       }
     }
-    wait_for_previous_grid();
+    int4_decode::wait_for_previous_grid();
 
     Copier copier;
     copier.w = rows + kb_begin * kblock_words + 4 * lane;
@@ -262,12 +290,7 @@ struct Int4Decode {
       int const j0 = lane / (2 * kTokens);   // piece r adds 32 / (2 kTokens) k-blocks
       copier.x = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 16 * (kb_begin + j0) + 8 * half;
     }
-    constexpr int kPieces = kRows * int(sizeof(Element)) / 16;
-    int const scale_piece = lane < kPieces ? lane : lane - (32 - kPieces);
-    copier.scale_valid = scale_piece < 2 * blocks;                 // 2 pieces per 16-row block
-    copier.scales = static_cast<Element const *>(p.scales) + block0 * 16 + 8 * scale_piece;
-    copier.zeros = kZeros ? static_cast<Element const *>(p.zeros) + block0 * 16 + 8 * scale_piece : nullptr;
-    copier.group_stride = p.n;
+    copier.init_scales(p, lane, block0, blocks);
 
     int const group_kb = p.group / 16;
     Groups issued(kb_begin, kb_end, group_kb);
@@ -284,7 +307,7 @@ struct Int4Decode {
     }
 
     Acc acc = {}, group_acc = {};
-    float x_sum[kTiles][4] = {};
+    float x_sum[kTiles][4] = {}, step_sum[kTiles][4] = {};   // sum(x) of the group, of the step
     Groups computed(kb_begin, kb_end, group_kb);
     uint32_t const mask = 0x000F000Fu, magic = kXor;   // in registers: one LOP3 takes both
     int stage = 0;
@@ -319,7 +342,7 @@ struct Int4Decode {
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
           CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < 4; ++i) a[b][i] = mask_xor(words[b] >> (4 * i), mask, magic);
+          for (int i = 0; i < 4; ++i) a[b][i] = int4_decode::mask_xor(words[b] >> (4 * i), mask, magic);
         }
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
@@ -332,9 +355,21 @@ struct Int4Decode {
         }
         CUTLASS_PRAGMA_UNROLL
         for (int t = 0; t < kTiles; ++t) {   // sum(x) per token, in the accumulators' layout
-          float *s = x_sum[t];
+          float *s = step_sum[t];
           uint32_t const ones = Traits::kOnes;   // a copy: fma takes references
           Mma::fma(s[0], s[1], s[2], s[3], ones, ones, ones, ones, x[t][0], x[t][1], s[0], s[1], s[2], s[3]);
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < kTiles; ++t) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (kCorrectEachStep) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int b = 0; b < kBlocks; ++b) group_acc[b][t][i] -= kOffset * step_sum[t][i];
+          }
+          x_sum[t][i] += step_sum[t][i];
+          step_sum[t][i] = 0.f;
         }
       }
       if (computed.ends_with(kb)) {   // a group (or the warp's range) ends: its sums, scaled, into acc
@@ -346,7 +381,7 @@ struct Int4Decode {
           CUTLASS_PRAGMA_UNROLL
           for (int h = 0; h < 2; ++h) {
             scale[h] = static_cast<float>(st.scale[row + 8 * h]);
-            shift[h] = -kOffset * scale[h];
+            shift[h] = kCorrectEachStep ? 0.f : -kOffset * scale[h];
             if constexpr (kZeros) shift[h] += static_cast<float>(st.zero[row + 8 * h]);
           }
           CUTLASS_PRAGMA_UNROLL
@@ -367,7 +402,7 @@ struct Int4Decode {
       stage = (stage + 1) % kStages;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    allow_next_grid();
+    int4_decode::allow_next_grid();
     __syncthreads();   // the partials below reuse the stages' memory
 
     // The warps' partials -> the CTA's (in partial[0]) -> the cluster's, each CTA finishing a
@@ -386,8 +421,10 @@ struct Int4Decode {
     }
     __syncthreads();
     int const tokens = min(p.m, kTokens);
+    // Each thread sums the warps' partials of entries e = threadIdx.x + k * kThreads, and only it
+    // reads them again below (a push or a store): no barrier between.
     for (int e = threadIdx.x; e < tokens * kRows; e += kThreads) {
-      int const at = (e / kRows) * kPitch + e % kRows;
+      int const at = slot(e);
       float sum = 0.f;
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < kWarps; ++v) sum += smem.partial[v][at];
@@ -399,11 +436,11 @@ struct Int4Decode {
     int const entries = tokens * kRows;
     if (ranks > 1) {
       int const slice = (entries + ranks - 1) / ranks;
-      asm volatile("barrier.cluster.wait;" ::: "memory");     // every CTA has started: its inbox exists
+      int4_decode::cluster_wait();     // every CTA has started: its inbox exists
       for (int e = threadIdx.x; e < entries; e += kThreads) {
         int const owner = e / slice;
         float *inbox = cluster.map_shared_rank(smem.inbox, owner);
-        inbox[rank * slice + e - owner * slice] = smem.partial[0][(e / kRows) * kPitch + e % kRows];
+        inbox[rank * slice + e - owner * slice] = smem.partial[0][slot(e)];
       }
       cluster.sync();
       int const first = rank * slice, last = min(entries, first + slice);
@@ -413,9 +450,8 @@ struct Int4Decode {
         store(p, block0, e / kRows, e % kRows, sum);
       }
     } else {
-      __syncthreads();
       for (int e = threadIdx.x; e < entries; e += kThreads) {
-        store(p, block0, e / kRows, e % kRows, smem.partial[0][(e / kRows) * kPitch + e % kRows]);
+        store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)]);
       }
     }
   }
@@ -445,9 +481,13 @@ struct Int4DecodeLauncher {
       return fail(FG_ERR_INVALID, "the group size must be a multiple of 32 dividing K");
     }
     if ((p.scales == nullptr) || (Kernel::kZeros && p.zeros == nullptr)) return fail(FG_ERR_INVALID, "scales (and zeros) are required");
-    if (p.lda % 8 || p.ldd < p.n || reinterpret_cast<uintptr_t>(p.a) % 16) {
-      return fail(FG_ERR_INVALID, "x must be 16-byte aligned with rows a multiple of 16 bytes apart");
+    if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
+    auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
+    if (p.lda % 8 || misaligned(p.a) || misaligned(p.w) || misaligned(p.scales) || (Kernel::kZeros && misaligned(p.zeros))) {
+      return fail(FG_ERR_INVALID, "x, the codes, scales and zeros must be 16-byte aligned, x's rows 16 bytes apart "
+                                  "(cp.async)");
     }
+    if (p.ldd < p.n || (Kernel::kResidual && p.ldc < p.n)) return fail(FG_ERR_INVALID, "output/residual rows shorter than N");
     if ((p.n / 16 + Decode::kBlocks - 1) / Decode::kBlocks > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
     return FG_OK;
   }
@@ -481,9 +521,10 @@ struct Int4DecodeLauncher {
     return counts;
   }
 
-  // K-slices per row group: the fewest (a power of two, up to a cluster of 8) that give two CTAs
-  // per SM (an H100 ran 8192-row weights 1.5x slower with half of them, all resident), while each
-  // warp keeps at least two steps of K.
+  // K-slices per row group: the fewest (a power of two, up to a cluster of 8) that give about two
+  // CTAs per SM, while each warp keeps at least two steps of K.  On an H100, fewer and larger CTAs
+  // (all resident at once) ran 4096-row weights 1.5x slower.  Two per SM is a target for the
+  // table's kernels (16-token kernels with 8 warps fit one per SM and run in waves).
   static int splits(Problem const &p, int row_groups) {
     int const target = 2 * sm_counts()[p.device].load(std::memory_order_relaxed);
     int const max_by_k = int(p.k / (16 * Decode::kStep * 2 * Decode::kWarps));
