@@ -44,6 +44,7 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "quantize_fp8_weight": "fused_gemm.quant.fp8",
     "QuantOp": "fused_gemm.quant.op",
     "int4_linear": "fused_gemm.int4.api",
+    "int4_gated_linear": "fused_gemm.int4.api",
     "Int4Op": "fused_gemm.int4.op",
     "Int4Weight": "fused_gemm.int4.weight",
     "quantize_int4": "fused_gemm.int4.weight",
@@ -71,6 +72,6 @@ def __dir__():
 __all__ = [
     "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "Fp8Weight", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
     "Int4Op", "Int4Spec", "Int4Weight", "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
-    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "fp8_weight_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
+    "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "fp8_weight_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_gated_linear", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
     "quantize_fp8", "quantize_fp8_weight", "quantize_int4", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
 ]

@@ -19,7 +19,9 @@ from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
                                     pack_codes, quantize_int4, unpack_codes)
 
-from conftest import (DTYPES, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op, check_cuda_graph_replay,
+from fused_gemm.generator.int4.presets import GATED_TEST_CASES
+
+from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op, check_cuda_graph_replay,
                       check_in_place_residual_batched, weight_only_reference)
 
 FULL = "bias+gelu_tanh+residual"
@@ -34,6 +36,8 @@ FULL = "bias+gelu_tanh+residual"
     dict(config=TileConfig((64, 16, 64), (1, 1, 1), "warpspecialized", swap_ab=True)),
     dict(weight="u4", epilogue=FULL, config=DecodeConfig(tokens=8, warps=2, blocks=4)),
     dict(dtype="fp16", config=DecodeConfig(), pdl=False),
+    dict(weight="u4", epilogue="silu+residual", gated=True),
+    dict(epilogue="gelu", config=DecodeConfig(8), gated=True),
 ])
 def test_uri_round_trips(kwargs):
     spec = Int4Spec(**kwargs)
@@ -52,6 +56,8 @@ def test_uri_round_trips(kwargs):
     (dict(dtype="fp32"), "activation dtype"),
     (dict(out_dtype="e4m3"), "out_dtype"),
     (dict(weight="e4m3", config=DecodeConfig()), "decode kernel reads int4 weights"),
+    (dict(weight="e4m3", gated=True), "gated int4-family kernel reads int4 weights"),
+    (dict(epilogue="bias+silu", gated=True), "no bias"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):
@@ -82,6 +88,17 @@ def test_render_picks_the_decode_kernel():
     assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain and "using Element = cutlass::half_t;" in plain
     with pytest.raises(SpecError, match="8 or 16"):
         DecodeConfig(tokens=32)
+
+
+def test_render_picks_the_gated_pieces():
+    src = render(Int4Spec("bf16", "u4", epilogue="silu+residual", config=RULES["sm90a"][2].config, gated=True))
+    assert '#include "fused_gemm/int4_gated/sm90_int4_gated.hpp"' in src and "int4_gated_arguments<FgKernel>" in src
+    assert "fused_gemm::GatedPairOp<cutlass::epilogue::thread::SiLu<float>" in src
+    assert "using ElementA = cute::tuple<ElementQuant, ElementScale, ElementScale>;" in src
+    assert "Sm90PairCollectiveEpilogue<PairOp, true," in src and "static constexpr bool kZeros = true;" in src
+    decode = render(Int4Spec("bf16", "s4", epilogue="silu", config=DecodeConfig(8), gated=True))
+    assert "static constexpr bool kGated = true;" in decode
+    assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][2].config).csrc_includes == ("pair", "gated", "int4_gated")
 
 
 def test_cache_key_covers_the_gemm_headers():
@@ -125,9 +142,21 @@ def test_int4_decodes_on_the_decode_kernel():
 
 
 M_VALUES = [1, 7, 13, 40, 129, 4095]
+GATED_M = [1, 7, 13, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
 GROUP_M = [7, 129]
 GROUPS = [64, 128, K_TEST]
+
+
+def test_gated_table_and_preset():
+    """int4_gated_linear: the decode kernel to M = 8, then the mixed-input rows (no stream-K); the
+    preset holds what the gated GPU tests run."""
+    assert [spec_for("bf16", "s4", "silu", 128, 4096, m, gated=True).decode for m in (1, 8, 9, 16, 129)] == \
+        [True, True, False, False, False]
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).config.scheduler == "persistent"
+    have = set(preset("int4-gated-tests"))
+    need = {spec_for(d, w, ep, 128, K_TEST, m, gated=True) for d, w, ep in GATED_TEST_CASES for m in GATED_M}
+    assert need <= have, sorted(s.uri for s in need - have)
 
 
 def test_gpu_tests_preset_lists_every_kernel_they_run():
@@ -351,6 +380,9 @@ def test_fake_kernel_gives_shape_and_dtype():
         y = torch.ops.fused_gemm.int4_linear(x, torch.empty(64, 128, dtype=torch.uint8),
                                              torch.empty(2, 64, dtype=torch.float16), None, 128, None, "silu", None)
         assert y.shape == (2, 3, 64) and y.dtype == torch.float16
+        g = torch.ops.fused_gemm.int4_gated_linear(x, torch.empty(64, 128, dtype=torch.uint8),
+                                                   torch.empty(2, 64, dtype=torch.float16), None, 128, "silu", None)
+        assert g.shape == (2, 3, 32) and g.dtype == torch.float16
 
 
 def test_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):
@@ -445,6 +477,29 @@ def test_decode_sweep_shapes(dtype, config):
     out = torch.full((config.tokens, n), float("nan"), dtype=dt, device="cuda")
     got = jit.compile(Int4Spec(dtype, "s4", config=config))(x, w.packed, w.scales, None, k, out=out)
     assert_close(got, weight_only_reference(x, w), WEIGHT_ONLY_TOL[dt])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", GATED_M)
+@pytest.mark.parametrize("dtype, weight, epilogue", GATED_TEST_CASES, ids=["-".join(c) for c in GATED_TEST_CASES])
+def test_int4_gated_linear_matches_float64(dtype, weight, epilogue, m):
+    """SwiGLU/GeGLU on quantize_int4(pack_gate_up(w_gate, w_up)): act(x . W_gate^T) * (x . W_up^T)
+    (+ residual) against float64 of the dequantised gate and up weights."""
+    dt, inter = DTYPES[dtype], N_TEST // 2 + 8     # I = 144: 2I = 288 rows, no multiple of 64
+    gen = torch.Generator().manual_seed(m)
+    w_gate, w_up = (torch.randn(inter, K_TEST, generator=gen) / K_TEST ** 0.5 for _ in range(2))
+    w = quantize_int4(fused_gemm.pack_gate_up(w_gate.to(dt), w_up.to(dt)), 128, weight == "s4").to("cuda")
+    gate, up = fused_gemm.unpack_gate_up(w.dequantize(torch.float64))
+    act = epilogue.split("+")[0]
+    x = torch.randn(m, K_TEST, dtype=dt, device="cuda")
+    residual = torch.randn(m, inter, dtype=dt, device="cuda") if "residual" in epilogue else None
+    out = torch.full((m, inter), float("nan"), dtype=dt, device="cuda")
+    got = fused_gemm.int4_gated_linear(x, w, act, residual, out=out)
+    ref = REFERENCE_ACTIVATIONS[act](x.double() @ gate.T) * (x.double() @ up.T)
+    if residual is not None:
+        ref = ref + residual.double()
+    assert got is out
+    assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
 
 
 @pytest.mark.gpu

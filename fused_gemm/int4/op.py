@@ -66,6 +66,7 @@ class Int4Op(KernelOp):
         lead = xs[:-1]
         M = xs[0] if len(xs) == 2 else lead.numel()
         N = self._format.check(packed, scales, zeros, group_size, K, dev)
+        N_out = N // 2 if spec.gated else N   # a gated weight's 2I rows give I outputs
         if M >= INT32_LIMIT or N >= INT32_LIMIT or K >= INT32_LIMIT:
             checks.dims_fit(M, N, K)
         ep = spec.epilogue
@@ -81,7 +82,7 @@ class Int4Op(KernelOp):
             if spec.decode and launch != LaunchOptions(pdl=launch.pdl):
                 raise ValueError(f"launch {launch}: the decode kernel ({spec.uri}) takes only launch.pdl (its tiling and "
                                  "K split are its own)")
-        out_shape = (M, N) if len(xs) == 2 else (*lead, N)
+        out_shape = (M, N_out) if len(xs) == 2 else (*lead, N_out)
         given_out = out is not None
         if given_out:
             checks.tensor("out", out, self._out_dtype, dev)
@@ -99,12 +100,12 @@ class Int4Op(KernelOp):
         if M == 0:
             return out
         lda, a_ptr = checks.matrix("x", x, M, K, self._dtype.itemsize)
-        d2 = out if out.dim() == 2 else checks.flat2d("out", out, N)
-        ldd, d_ptr = checks.row_major("out", d2, M, N, self._out_dtype.itemsize)
+        d2 = out if out.dim() == 2 else checks.flat2d("out", out, N_out)
+        ldd, d_ptr = checks.row_major("out", d2, M, N_out, self._out_dtype.itemsize)
         c_ptr = ldc = 0
         if residual is not None:
-            c2 = residual if residual.dim() == 2 else checks.flat2d("residual", residual, N)
-            ldc, c_ptr = checks.row_major("residual", c2, M, N, self._res_dtype.itemsize)
+            c2 = residual if residual.dim() == 2 else checks.flat2d("residual", residual, N_out)
+            ldc, c_ptr = checks.row_major("residual", c2, M, N_out, self._res_dtype.itemsize)
         w_ptr, s_ptr = packed.data_ptr(), scales.data_ptr()
         z_ptr = zeros.data_ptr() if zeros is not None else 0
         if given_out:
@@ -114,8 +115,8 @@ class Int4Op(KernelOp):
             if bias_ptr:
                 spans.append(("bias", bias_ptr, bias_ptr + N * self._bias_dtype.itemsize))
             if c_ptr and (c_ptr != d_ptr or ldc != ldd or self._res_dtype is not self._out_dtype):
-                spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N) * self._res_dtype.itemsize))
-            checks.refuse_overlap(spans, (d_ptr, d_ptr + (ldd * (M - 1) + N) * out_size))
+                spans.append(("residual", c_ptr, c_ptr + (ldc * (M - 1) + N_out) * self._res_dtype.itemsize))
+            checks.refuse_overlap(spans, (d_ptr, d_ptr + (ldd * (M - 1) + N_out) * out_size))
         fields = (M, N, K, a_ptr, lda, w_ptr, s_ptr, z_ptr, group_size, c_ptr, ldc, d_ptr, ldd, bias_ptr, 1.0, 1.0)
         ws_ptr = ws_bytes = 0
         if self._stream_k:   # kept alive (by this frame) until the launch is on the stream

@@ -16,16 +16,17 @@ Tensor = torch.Tensor
 
 
 def select(selection: jit.Selection, x, weight: str, group_size: int, bias, activation, residual, m: int,
-           k: int) -> Int4Op:
-    """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments."""
-    row = row_index("sm90a", weight, m)
+           k: int, gated: bool = False) -> Int4Op:
+    """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments
+    (gated: int4_gated_linear's)."""
+    row = row_index("sm90a", weight, m, gated)
     for name, t in (("bias", bias), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # The k-tile depends on the group size only through these two (heuristics.config_for).
     k_class = (group_size == k, group_size % 128)
     key = (x.dtype, weight, None if bias is None else bias.dtype, activation,
-           None if residual is None else residual.dtype, k_class, row)
+           None if residual is None else residual.dtype, k_class, row, gated)
 
     def choose() -> Int4Op:
         act = "identity" if activation in (None, "none") else activation
@@ -36,7 +37,8 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
                             Epilogue(bias=bias is not None, activation=act, residual=residual is not None),
                             group_size, k, m,
                             bias_dtype=dtype_name("bias", None if bias is None else bias.dtype),
-                            residual_dtype=dtype_name("residual", None if residual is None else residual.dtype))
+                            residual_dtype=dtype_name("residual", None if residual is None else residual.dtype),
+                            gated=gated)
         except SpecError as exc:
             raise TypeError(str(exc)) from None
         return jit.compile(spec)

@@ -4,7 +4,7 @@ fp8 (e4m3) weights through the same mainloop (weight 'e4m3': csrc/fused_gemm/fp8
 from ..family import KernelFamily
 from . import cli, render
 from .abi import PROBLEM
-from .presets import PRESETS, int4_specs
+from .presets import PRESETS, int4_gated_specs, int4_specs
 from .spec import Int4Spec
 
 FAMILY = KernelFamily(
@@ -19,4 +19,4 @@ FAMILY = KernelFamily(
     csrc_includes=("gemm",),                         # the stream-K scheduler fixed for PDL
 )
 
-__all__ = ["FAMILY", "Int4Spec", "PROBLEM", "int4_specs"]
+__all__ = ["FAMILY", "Int4Spec", "PROBLEM", "int4_gated_specs", "int4_specs"]

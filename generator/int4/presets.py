@@ -30,6 +30,19 @@ def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", 
             for rule in rules(arch, canonical_dtype(weight))]
 
 
+def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "silu", group_size: int = 128,
+                     arch: str = "sm90a") -> List[Int4Spec]:
+    """The kernels ``int4_gated_linear`` uses for these arguments, one per M bucket of its table."""
+    ep = Epilogue.parse(epilogue)
+    k = 1 << 40
+    return [Int4Spec(dtype, weight, epilogue=ep, config=config_for(rule, group_size, k), arch=arch, gated=True)
+            for rule in rules(arch, weight, gated=True)]
+
+
+# (dtype, weight, epilogue) of tests/test_int4.py's gated cases.
+GATED_TEST_CASES = (("bf16", "s4", "silu"), ("bf16", "u4", "silu+residual"), ("fp16", "s4", "gelu_tanh+residual"))
+
+
 def fp8_weight_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype: Optional[str] = None,
                      arch: str = "sm90a") -> List[Int4Spec]:
     """The kernels ``fp8_weight_linear`` uses for x of ``dtype`` and this epilogue, one per M bucket."""
@@ -56,6 +69,8 @@ def _fp8_weight_gpu_tests() -> List[Int4Spec]:
 
 PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
+    "int4-gated-tests": lambda: [s for case in GATED_TEST_CASES for s in int4_gated_specs(*case)],
+    "int4-gated-bench": lambda: int4_gated_specs("bf16", "s4", "silu"),
     "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).

@@ -43,14 +43,20 @@ def formula(spec: Int4Spec) -> str:
     return text.replace("acc", "(x . dequant(W)^T)", 1)
 
 
+def gated_formula(spec: Int4Spec) -> str:
+    x = f"{spec.epilogue.activation}(alpha * x.dequant(W)[gate n]) * (alpha * x.dequant(W)[up n])"
+    return x + (" + beta * C[m,n]" if spec.epilogue.residual else "")
+
+
 def template(spec: Int4Spec) -> str:
-    return f"int4/int4_{'decode_' if spec.decode else ''}{spec.arch[:4]}.cu.j2"
+    kind = "decode_" if spec.decode else ("gated_" if spec.gated else "")
+    return f"int4/int4_{kind}{spec.arch[:4]}.cu.j2"
 
 
 def _decode_context(spec: Int4Spec) -> Dict[str, Any]:
     return dict(
         cfg=spec.config,
-        formula=formula(spec),
+        formula=gated_formula(spec) if spec.gated else formula(spec),
         element=DTYPES[spec.dtype][0],
         element_d=DTYPES[spec.out_dtype][0],
         element_bias=DTYPES[spec.bias_dtype][0],
@@ -60,9 +66,26 @@ def _decode_context(spec: Int4Spec) -> Dict[str, Any]:
     )
 
 
+def _gated_context(spec: Int4Spec) -> Dict[str, Any]:
+    return dict(
+        cfg=spec.config,
+        formula=gated_formula(spec),
+        element=DTYPES[spec.dtype][0],
+        element_w=DTYPES[spec.weight][0],
+        zeros=spec.weight == "u4",
+        element_d=DTYPES[spec.out_dtype][0],
+        element_residual=DTYPES[spec.residual_dtype][0],
+        activation=THREAD_FUNCTORS[spec.epilogue.activation],
+        kernel_schedule=KERNEL_SCHEDULES[spec.config.schedule][0],
+        tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
+    )
+
+
 def context(spec: Int4Spec) -> Dict[str, Any]:
     if spec.decode:
         return _decode_context(spec)
+    if spec.gated:
+        return _gated_context(spec)
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
     return dict(
         cfg=spec.config,

@@ -87,6 +87,9 @@ class Int4Spec:
     config: Union[TileConfig, DecodeConfig] = DEFAULT_CONFIG
     pdl: bool = True
     arch: str = "sm90a"
+    # SwiGLU/GeGLU: the weight is pack_gate_up's [2I, K] (quantised after packing) and the output
+    # act(x . W_gate^T) * (x . W_up^T) [M, I]; epilogue.activation is the gate's.
+    gated: bool = False
 
     def __post_init__(self):
         dtype = canonical_dtype(self.dtype)
@@ -114,6 +117,11 @@ class Int4Spec:
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         cfg = self.config
+        if self.gated:
+            if self.weight not in INT4_WEIGHTS:
+                raise SpecError(f"a gated int4-family kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
+            if ep.bias:
+                raise SpecError("a gated int4 kernel takes no bias yet (Llama-style MLPs have none)")
         if self.decode:
             if self.weight not in INT4_WEIGHTS:
                 raise SpecError(f"the decode kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
@@ -136,14 +144,15 @@ class Int4Spec:
         dts = f"a-{self.dtype}_w-{self.weight}_d-{self.out_dtype}" + operand_dtypes(
             self.epilogue.residual and self.residual_dtype, self.epilogue.bias and self.bias_dtype)
         pdl = "" if self.pdl else "_nopdl"
-        return f"int4_{self.arch}_{dts}_{self.config.name}{pdl}_ep-{self.epilogue.name.replace('+', '-')}"
+        gated = "_gated" if self.gated else ""
+        return f"int4_{self.arch}_{dts}_{self.config.name}{pdl}{gated}_ep-{self.epilogue.name.replace('+', '-')}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "Int4Spec":
         return uri_parse(cls, _URI, uri, "an int4", lambda g: cls(
             g["a"], g["w"], g["d"], g["c"], g["bias"], Epilogue.parse(g["ep"].replace("-", "+")),
             DecodeConfig.from_name(g["decode"]) if g["decode"] else TileConfig.from_uri_groups(g),
-            pdl=not g["nopdl"], arch=g["arch"]))
+            pdl=not g["nopdl"], arch=g["arch"], gated=bool(g["gated"])))
 
     def with_config(self, config: Union[TileConfig, DecodeConfig]) -> "Int4Spec":
         return replace(self, config=config)
@@ -162,6 +171,8 @@ class Int4Spec:
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
         the fp8-weight glue and the decode kernel, kept out of the other int4 kernels' keys."""
+        if self.gated and not self.decode:
+            return ("pair", "gated", "int4_gated")
         if self.decode:
             return ("int4_decode",)
         return ("fp8_weight",) if self.fp8_weight else ()
@@ -180,7 +191,7 @@ _DT = r"[a-z0-9]+"
 _URI = re.compile(
     rf"^int4_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_w-(?P<w>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
     rf"(?:_bias-(?P<bias>{_DT}))?(?:_(?P<decode>decode_t\d+_w\d+_b\d+)|{TILE_URI}(?P<swap>_swapab)?)"
-    rf"(?P<nopdl>_nopdl)?_ep-(?P<ep>[a-z_-]+)$")
+    rf"(?P<nopdl>_nopdl)?(?P<gated>_gated)?_ep-(?P<ep>[a-z_-]+)$")
 
 __all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "DecodeConfig", "FP8_WEIGHTS", "INT4_WEIGHTS", "Int4Spec",
            "SCHEDULES", "TILE_K", "TILE_SCHEDULERS", "WEIGHTS"]

@@ -45,37 +45,44 @@ using Int4WeightLayout = decltype(cute::tile_to_shape(
     int4_reordering_atom<ElementMma>(),
     cute::Layout<cute::Shape<int, int, int>, cute::Stride<int64_t, cute::_1, int64_t>>{}));
 
-// Kernel provides: Problem, GemmKernel, ElementMma, kStreamK, kZeros, fusion_arguments(Problem).
+// The mixed-input mainloop's arguments from FgInt4Problem (the weight is the kernel's A: [N, K] codes,
+// scales [K/group, N]).  Kernel provides: Problem, GemmKernel, ElementMma, kZeros.
 template <class Kernel>
-typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments int4_arguments(
-    typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
-  using GemmKernel = typename Kernel::GemmKernel;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-  using Mainloop = typename GemmKernel::CollectiveMainloop;
+typename Kernel::GemmKernel::CollectiveMainloop::Arguments int4_mainloop_arguments(typename Kernel::Problem const &p) {
+  using Mainloop = typename Kernel::GemmKernel::CollectiveMainloop;
   using ElementQuant = typename Mainloop::ElementA;
   using ElementX = typename Mainloop::ElementB;
   using ElementScale = typename Mainloop::ElementScale;
-  using ElementC = typename GemmKernel::ElementC;
-  using ElementD = typename GemmKernel::ElementD;
-  using ElementCPtr = std::conditional_t<std::is_void_v<ElementC>, void, ElementC>;
-  int const n = static_cast<int>(p.n), m = static_cast<int>(p.m), k = static_cast<int>(p.k);
-
+  int const n = static_cast<int>(p.n), k = static_cast<int>(p.k);
   typename Mainloop::Arguments mainloop{};
   mainloop.ptr_A = static_cast<ElementQuant const *>(p.w);
   mainloop.dA = cute::tile_to_shape(int4_reordering_atom<typename Kernel::ElementMma>(), cute::make_shape(n, k, 1));
   mainloop.ptr_B = static_cast<ElementX const *>(p.a);
-  mainloop.dB = leading_dim_stride<typename GemmKernel::StrideB>(p.lda);
+  mainloop.dB = leading_dim_stride<typename Kernel::GemmKernel::StrideB>(p.lda);
   mainloop.ptr_S = static_cast<ElementScale const *>(p.scales);
   mainloop.dS = typename Mainloop::StrideScale{cute::_1{}, p.n, 0};   // [K/group, N] row-major
   mainloop.group_size = static_cast<int>(p.group_size);
   if constexpr (Kernel::kZeros) {
     mainloop.ptr_Z = static_cast<ElementScale const *>(p.zeros);
   }
+  return mainloop;
+}
+
+// Kernel provides: Problem, GemmKernel, ElementMma, kStreamK, kZeros, fusion_arguments(Problem).
+template <class Kernel>
+typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments int4_arguments(
+    typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
+  using GemmKernel = typename Kernel::GemmKernel;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using ElementC = typename GemmKernel::ElementC;
+  using ElementD = typename GemmKernel::ElementD;
+  using ElementCPtr = std::conditional_t<std::is_void_v<ElementC>, void, ElementC>;
+  int const n = static_cast<int>(p.n), m = static_cast<int>(p.m), k = static_cast<int>(p.k);
 
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {n, m, k, 1},
-      mainloop,
+      int4_mainloop_arguments<Kernel>(p),
       {Kernel::fusion_arguments(p),
        static_cast<ElementCPtr const *>(p.c), leading_dim_stride<typename GemmKernel::StrideC>(p.ldc),
        static_cast<ElementD *>(p.d), leading_dim_stride<typename GemmKernel::StrideD>(p.ldd)},

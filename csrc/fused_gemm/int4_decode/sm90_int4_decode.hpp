@@ -116,7 +116,8 @@ CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "m
 }  // namespace int4_decode
 
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens,
-// kWarps, kBlocks, kZeros, kBias, kResidual.
+// kWarps, kBlocks, kZeros, kBias, kResidual, kGated (the weight is pack_gate_up's: packed row
+// 16b + r < 16b + 8 is gate column 8b + r, and row 16b + 8 + r its up; D = act(gate) * up).
 template <class Kernel>
 struct Int4Decode {
   using Element = typename Kernel::Element;
@@ -237,10 +238,22 @@ struct Int4Decode {
   // Where output entry e (token-major: e = token * kRows + row) sits in a partial-sum array.
   CUTLASS_DEVICE static int slot(int e) { return (e / kRows) * kPitch + e % kRows; }
 
-  // The epilogue of one output: act(alpha * sum + bias) + beta * residual.
-  CUTLASS_DEVICE static void store(Int4DecodeParams const &p, int block0, int token, int row, float sum) {
+  // The epilogue of the output at packed row `row` of token `token` (a gate row for a gated weight,
+  // whose up is `partner`): act(alpha * sum + bias) + beta * residual, or act(alpha * gate) *
+  // (alpha * up) + beta * residual.
+  CUTLASS_DEVICE static void store(Int4DecodeParams const &p, int block0, int token, int row, float sum,
+                                   float partner = 0.f) {
     int const n = block0 * 16 + row;
     if (n >= p.n) return;
+    if constexpr (Kernel::kGated) {
+      int const col = (n / 16) * 8 + n % 8;
+      float v = typename Kernel::Activation{}(p.alpha * sum) * (p.alpha * partner);
+      if constexpr (Kernel::kResidual) {
+        v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + col]);
+      }
+      static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + col] = static_cast<typename Kernel::ElementD>(v);
+      return;
+    }
     float v = p.alpha * sum;
     if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
     v = typename Kernel::Activation{}(v);
@@ -446,15 +459,28 @@ struct Int4Decode {
         inbox[rank * slice + e - owner * slice] = smem.partial[0][slot(e)];
       }
       cluster.sync();
+      // (A slice is whole 16-row blocks of a token, so a gate's up is in the same slice.)
       int const first = rank * slice, last = min(entries, first + slice);
-      for (int e = first + threadIdx.x; e < last; e += kThreads) {
+      auto const total = [&](int e) {
         float sum = 0.f;
         for (int q = 0; q < ranks; ++q) sum += smem.inbox[q * slice + e - first];
-        store(p, block0, e / kRows, e % kRows, sum);
+        return sum;
+      };
+      for (int e = first + threadIdx.x; e < last; e += kThreads) {
+        if constexpr (Kernel::kGated) {
+          if (e % 16 < 8) store(p, block0, e / kRows, e % kRows, total(e), total(e + 8));
+        } else {
+          store(p, block0, e / kRows, e % kRows, total(e));
+        }
       }
     } else {
+      if constexpr (Kernel::kGated) __syncthreads();   // a gate's up was summed by another thread
       for (int e = threadIdx.x; e < entries; e += kThreads) {
-        store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)]);
+        if constexpr (Kernel::kGated) {
+          if (e % 16 < 8) store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)], smem.partial[0][slot(e + 8)]);
+        } else {
+          store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)]);
+        }
       }
     }
   }
@@ -490,7 +516,8 @@ struct Int4DecodeLauncher {
       return fail(FG_ERR_INVALID, "x, the codes, scales and zeros must be 16-byte aligned, x's rows 16 bytes apart "
                                   "(cp.async)");
     }
-    if (p.ldd < p.n || (Kernel::kResidual && p.ldc < p.n)) return fail(FG_ERR_INVALID, "output/residual rows shorter than N");
+    int64_t const out_n = Kernel::kGated ? p.n / 2 : p.n;
+    if (p.ldd < out_n || (Kernel::kResidual && p.ldc < out_n)) return fail(FG_ERR_INVALID, "output/residual rows too short");
     if ((p.n / 16 + Decode::kBlocks - 1) / Decode::kBlocks > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
     return FG_OK;
   }
