@@ -149,11 +149,11 @@ GROUPS = [64, 128, K_TEST]
 
 
 def test_gated_table_and_preset():
-    """int4_gated_linear: the decode kernel to M = 8, then the mixed-input rows (no stream-K); the
+    """int4_gated_linear takes int4_linear's rows (the decode kernel to M = 8, stream-K to 16); the
     preset holds what the gated GPU tests run."""
-    assert [spec_for("bf16", "s4", "silu", 128, 4096, m, gated=True).decode for m in (1, 8, 9, 16, 129)] == \
-        [True, True, False, False, False]
-    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).config.scheduler == "persistent"
+    assert [spec_for("bf16", "s4", "silu", 128, 4096, m, gated=True).config for m in (1, 8, 9, 16, 129)] == \
+        [spec_for("bf16", "s4", "silu", 128, 4096, m).config for m in (1, 8, 9, 16, 129)]
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).config.scheduler == "stream_k"
     have = set(preset("int4-gated-tests"))
     need = {spec_for(d, w, ep, 128, K_TEST, m, gated=True) for d, w, ep in GATED_TEST_CASES for m in GATED_M}
     assert need <= have, sorted(s.uri for s in need - have)
