@@ -142,7 +142,7 @@ def test_int4_decodes_on_the_decode_kernel():
 
 
 M_VALUES = [1, 7, 13, 40, 129, 4095]
-GATED_M = [1, 7, 13, 129]
+GATED_M = [1, 7, 13, 40, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
 GROUP_M = [7, 129]
 GROUPS = [64, 128, K_TEST]
@@ -500,6 +500,20 @@ def test_int4_gated_linear_matches_float64(dtype, weight, epilogue, m):
         ref = ref + residual.double()
     assert got is out
     assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
+
+
+@pytest.mark.gpu
+def test_int4_gated_compiled_graph_and_out_op():
+    """int4_gated_linear under torch.compile(fullgraph) and through its _out op; and a 3-D x."""
+    w = quantize_int4(fused_gemm.pack_gate_up(*(torch.randn(144, K_TEST, dtype=torch.bfloat16) / K_TEST ** 0.5
+                                                 for _ in range(2))), 128).to("cuda")
+    check_compiled_and_out_op(
+        lambda x: fused_gemm.int4_gated_linear(x, w),
+        lambda x, out: torch.ops.fused_gemm.int4_gated_linear_out(x, w.packed, w.scales, None, 128, "silu", None, out),
+        K_TEST, 144)
+    x = torch.randn(2, 3, K_TEST, dtype=torch.bfloat16, device="cuda")
+    assert_close(fused_gemm.int4_gated_linear(x, w).reshape(6, 144), fused_gemm.int4_gated_linear(x.reshape(6, -1), w)
+                 .double(), 1e-6)
 
 
 @pytest.mark.gpu

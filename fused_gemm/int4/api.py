@@ -52,7 +52,8 @@ def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residua
     if out is not None and not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
     if out is not None and out.dtype is not x.dtype:
-        raise TypeError(f"out has dtype {out.dtype}; int4_linear writes x's dtype {x.dtype}")
+        raise TypeError(f"out has dtype {out.dtype}; {'int4_gated_linear' if gated else 'int4_linear'} writes x's "
+                        f"dtype {x.dtype}")
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
     if gated:
         op = choose_kernel(_gated_selection, x, "s4" if zeros is None else "u4", group_size, None, activation, residual,
@@ -131,7 +132,7 @@ def _linear_out_impl(x, packed, scales, zeros, group_size, bias, activation, res
 define("int4_linear", f"({_ARGS}) -> Tensor", _linear_impl, _linear_fake)
 define("int4_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, no_output)
 
-_GATED_ARGS = "Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group_size, str activation, Tensor? residual"
+_GATED_ARGS = "Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group_size, str? activation, Tensor? residual"
 
 
 def _gated_impl(x, packed, scales, zeros, group_size, activation, residual):
@@ -139,9 +140,7 @@ def _gated_impl(x, packed, scales, zeros, group_size, activation, residual):
 
 
 def _gated_fake(x, packed, scales, zeros, group_size, activation, residual):
-    if packed.dim() != 2 or x.dim() == 0:
-        raise ValueError(f"x {tuple(x.shape)}, packed {tuple(packed.shape)}: expected [..., K] and [2I, K/2]")
-    return x.new_empty((*x.shape[:-1], packed.shape[0] // 2))
+    return _linear_fake(x, packed, scales, zeros, group_size, None, activation, residual)[..., : packed.shape[0] // 2]
 
 
 def _gated_out_impl(x, packed, scales, zeros, group_size, activation, residual, out) -> None:

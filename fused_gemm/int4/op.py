@@ -1,5 +1,6 @@
 """Int4Op: one compiled W4A16 or W8A16 GEMM (an int4-family kernel), with the one validation path of
-int4_linear and fp8_weight_linear (the weight's tensors are checked by its format: formats.py).
+int4_linear, int4_gated_linear and fp8_weight_linear (the weight's tensors are checked by its
+format: formats.py).
 
 Every argument is checked before the launch (TypeError/ValueError naming it); the launch does no
 sync and no allocation beyond the output (and a stream-K kernel's workspace, from the caching
@@ -33,7 +34,9 @@ class Int4Op(KernelOp):
     picks the op and passes them).  x [..., K]; packed uint8 [N, K/2]; scales (and zeros, for 'u4'
     specs) [K/group_size, N] in x's dtype; bias [N]; residual [..., N] (may be ``out``).  An 'e4m3'
     spec takes an ``Fp8Weight``'s tensors (fused_gemm.fp8_weight_linear): packed float8_e4m3fn
-    [N, K], scales float32 [N], zeros None, group_size K."""
+    [N, K], scales float32 [N], zeros None, group_size K.  A gated spec (int4_gated_linear) takes a
+    quantize_int4(pack_gate_up(...)) weight's N = 2I rows and writes act(gate) * up: out and residual
+    are [..., N/2], and it has no bias."""
 
     def __init__(self, spec: Int4Spec, library: KernelLibrary):
         assert library.packer.format == PROBLEM.format
@@ -79,9 +82,9 @@ class Int4Op(KernelOp):
             launch = self._default_launch
         else:
             launch = self.checked_launch(launch)
-            if spec.decode and launch != LaunchOptions(pdl=launch.pdl):
-                raise ValueError(f"launch {launch}: the decode kernel ({spec.uri}) takes only launch.pdl (its tiling and "
-                                 "K split are its own)")
+            if (spec.decode or spec.gated) and launch != LaunchOptions(pdl=launch.pdl):
+                raise ValueError(f"launch {launch}: {spec.uri} takes only launch.pdl (the decode kernel's tiling and K "
+                                 "split are its own; a gated kernel runs its scheduler's defaults)")
         out_shape = (M, N_out) if len(xs) == 2 else (*lead, N_out)
         given_out = out is not None
         if given_out:
@@ -90,7 +93,8 @@ class Int4Op(KernelOp):
         else:
             out = self.new_output(out_shape, self._out_dtype, dev)
         if _grad_enabled():
-            checks.refuse_grad(self._format.op_name, x, scales, zeros, bias, residual)
+            checks.refuse_grad("int4_gated_linear" if spec.gated else self._format.op_name, x, scales, zeros, bias,
+                               residual)
         bias_ptr = 0
         if bias is not None:
             bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)

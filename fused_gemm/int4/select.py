@@ -1,6 +1,6 @@
-"""Which int4-family kernel a call of int4_linear or fp8_weight_linear runs: the spec for its x dtype,
-weight kind, epilogue, k-tile class and M bucket (generator/int4/heuristics.py), compiled on first
-use and memoised per op (``jit.Selection``), so a call costs one dict hit."""
+"""Which int4-family kernel a call of int4_linear, int4_gated_linear or fp8_weight_linear runs: the
+spec for its x dtype, weight kind, epilogue, k-tile class and M bucket (generator/int4/heuristics.py),
+compiled on first use and memoised per op (``jit.Selection``), so a call costs one dict hit."""
 from __future__ import annotations
 
 import torch
@@ -19,7 +19,7 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
            k: int, gated: bool = False) -> Int4Op:
     """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments
     (gated: int4_gated_linear's)."""
-    row = row_index("sm90a", weight, m, gated)
+    row = row_index("sm90a", weight, m)
     for name, t in (("bias", bias), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")

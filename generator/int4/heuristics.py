@@ -39,16 +39,13 @@ RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 wei
 # (The decode kernel launches with PDL by default: fused_gemm/int4/op.py.)
 _DECODE = (Rule(8, DecodeConfig(tokens=8)),
            Rule(16, TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)))
+# int4_gated_linear takes these rows too: with the 64x64 tile at M = 16 instead of stream-K's 128x16
+# an H100 ran Llama-3-8B's gate/up 1.45x slower than int4_linear + silu(gate) * up.
 INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
-# Gated int4 (the pair epilogue) takes int4_linear's rows: with the 64x64 tile at M = 16 instead of
-# stream-K's 128x16 an H100 ran Llama-3-8B's gate/up 1.45x slower than int4_linear + silu * up.
-GATED_RULES: Dict[str, Tuple[Rule, ...]] = INT4_RULES
 
 
-def rules(arch: str, weight: str, gated: bool = False) -> Tuple[Rule, ...]:
+def rules(arch: str, weight: str) -> Tuple[Rule, ...]:
     """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not."""
-    if gated:
-        return GATED_RULES[arch]
     return (INT4_RULES if canonical_dtype(weight) in INT4_WEIGHTS else RULES)[arch]
 
 
@@ -93,15 +90,15 @@ def config_for(rule: Rule, group_size: int, k: int):
     return cfg if tk == cfg.tile[2] else replace(cfg, tile=(cfg.tile[0], cfg.tile[1], tk))
 
 
-def row_index(arch: str, weight: str, m: int, gated: bool = False) -> int:
-    return first_row(rules(arch, weight, gated), m)
+def row_index(arch: str, weight: str, m: int) -> int:
+    return first_row(rules(arch, weight), m)
 
 
 def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int, bias_dtype=None,
              residual_dtype=None, arch: str = "sm90a", gated: bool = False) -> Int4Spec:
     """The kernel int4_linear (weight 's4'/'u4'), int4_gated_linear (gated) or fp8_weight_linear
     ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M)."""
-    rule = rules(arch, weight, gated)[row_index(arch, weight, m, gated)]
+    rule = rules(arch, weight)[row_index(arch, weight, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,
                     config=config_for(rule, group_size, k), arch=arch, gated=gated)

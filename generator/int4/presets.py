@@ -1,9 +1,12 @@
 """Named lists of int4-family specs (`fused-gemm build --preset ...`): 'int4-gpu-tests' is what
 tests/test_int4.py runs on a GPU, 'int4-bench' what perf/bench_int4.py times, 'int4-sweep' the
-alternatives its --sweep times; 'fp8-weight-gpu-tests', 'fp8-weight-bench' and 'fp8-weight-sweep'
-the same for the e4m3 weights of fp8_weight_linear (tests/test_fp8_weight.py, perf/bench_fp8_weight.py)."""
+alternatives its --sweep times; 'int4-gated-tests' and 'int4-gated-bench' the same for
+int4_gated_linear (perf/bench_int4_gated.py); 'fp8-weight-gpu-tests', 'fp8-weight-bench' and
+'fp8-weight-sweep' the same for the e4m3 weights of fp8_weight_linear (tests/test_fp8_weight.py,
+perf/bench_fp8_weight.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
@@ -32,11 +35,9 @@ def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", 
 
 def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "silu", group_size: int = 128,
                      arch: str = "sm90a") -> List[Int4Spec]:
-    """The kernels ``int4_gated_linear`` uses for these arguments, one per M bucket of its table."""
-    ep = Epilogue.parse(epilogue)
-    k = 1 << 40
-    return [Int4Spec(dtype, weight, epilogue=ep, config=config_for(rule, group_size, k), arch=arch, gated=True)
-            for rule in rules(arch, weight, gated=True)]
+    """The kernels ``int4_gated_linear`` uses for these arguments, one per M bucket of its table
+    (int4_linear's)."""
+    return [replace(s, gated=True) for s in int4_specs(dtype, weight, epilogue, group_size, arch=arch)]
 
 
 # (dtype, weight, epilogue) of tests/test_int4.py's gated cases.

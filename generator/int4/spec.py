@@ -122,6 +122,8 @@ class Int4Spec:
                 raise SpecError(f"a gated int4-family kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
             if ep.bias:
                 raise SpecError("a gated int4 kernel takes no bias yet (Llama-style MLPs have none)")
+            if self.decode and cfg.blocks != 8:
+                raise SpecError("a gated decode kernel needs blocks=8 (each cluster rank's outputs whole 16-row blocks)")
         if self.decode:
             if self.weight not in INT4_WEIGHTS:
                 raise SpecError(f"the decode kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
@@ -170,7 +172,8 @@ class Int4Spec:
     @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the fp8-weight glue and the decode kernel, kept out of the other int4 kernels' keys."""
+        the fp8-weight glue, the decode kernel, and the gated pieces (the pair epilogue, GatedPairOp,
+        their int4 glue), each kept out of the other int4 kernels' keys."""
         if self.gated and not self.decode:
             return ("pair", "gated", "int4_gated")
         if self.decode:

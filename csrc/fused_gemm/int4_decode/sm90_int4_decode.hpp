@@ -145,6 +145,9 @@ struct Int4Decode {
   // 1032 * sum(x) with fp32 rounding error near fp16's tolerance, so fp16 takes the offset off
   // every step (bf16's 136 keeps the error ~1e-4 with a correction per group).
   static constexpr bool kCorrectEachStep = std::is_same_v<Element, cutlass::half_t>;
+  // Gated: 8 blocks per CTA (the largest cluster's rank count), so that every rank's share of the
+  // outputs is whole 16-row blocks, a gate with its up.
+  static_assert(!Kernel::kGated || (kBlocks == 8 && !Kernel::kBias), "gated decode: kBlocks 8, no bias");
   // What the MMA sums per code beyond the code itself (see Int4DecodeTraits).
   static constexpr float kOffset = Traits::kMagicValue + (kZeros ? 0.f : 8.f);
   static constexpr uint32_t kXor = Traits::kMagic | (kZeros ? 0u : 0x00080008u);
@@ -459,29 +462,26 @@ struct Int4Decode {
         inbox[rank * slice + e - owner * slice] = smem.partial[0][slot(e)];
       }
       cluster.sync();
-      // (A slice is whole 16-row blocks of a token, so a gate's up is in the same slice.)
-      int const first = rank * slice, last = min(entries, first + slice);
-      auto const total = [&](int e) {
+      int const first = rank * slice;
+      store_all(p, block0, first, min(entries, first + slice), [&](int e) {
         float sum = 0.f;
         for (int q = 0; q < ranks; ++q) sum += smem.inbox[q * slice + e - first];
         return sum;
-      };
-      for (int e = first + threadIdx.x; e < last; e += kThreads) {
-        if constexpr (Kernel::kGated) {
-          if (e % 16 < 8) store(p, block0, e / kRows, e % kRows, total(e), total(e + 8));
-        } else {
-          store(p, block0, e / kRows, e % kRows, total(e));
-        }
-      }
+      });
     } else {
       if constexpr (Kernel::kGated) __syncthreads();   // a gate's up was summed by another thread
-      for (int e = threadIdx.x; e < entries; e += kThreads) {
-        if constexpr (Kernel::kGated) {
-          if (e % 16 < 8) store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)], smem.partial[0][slot(e + 8)]);
-        } else {
-          store(p, block0, e / kRows, e % kRows, smem.partial[0][slot(e)]);
-        }
-      }
+      store_all(p, block0, 0, entries, [&](int e) { return smem.partial[0][slot(e)]; });
+    }
+  }
+
+  // The outputs of entries [first, last), from their sums: one per entry, or with a gated weight one
+  // per gate (its up, 8 entries on, is in the same range: ranges are whole 16-row blocks).
+  template <class Sum>
+  CUTLASS_DEVICE static void store_all(Int4DecodeParams const &p, int block0, int first, int last, Sum const &sum) {
+    constexpr int kStride = Kernel::kGated ? 2 : 1;   // entries per output
+    for (int i = first / kStride + threadIdx.x; i < last / kStride; i += kThreads) {
+      int const e = Kernel::kGated ? (i / 8) * 16 + i % 8 : i;
+      store(p, block0, e / kRows, e % kRows, sum(e), Kernel::kGated ? sum(e + 8) : 0.f);
     }
   }
 };

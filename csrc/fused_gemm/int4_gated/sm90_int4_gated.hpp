@@ -3,14 +3,14 @@
 // gated family (GatedPairOp, swap-AB: a thread holds packed rows m and m + 8, a gate and its up).
 #pragma once
 
-#include "fused_gemm/gated/sm90_gated.hpp"
+#include "fused_gemm/gated/sm90_gated.hpp"   // GatedPairOp, and the pair epilogue it plugs into
 #include "fused_gemm/int4/sm90_int4.hpp"
-#include "fused_gemm/pair/sm90_pair_epilogue.hpp"
 
 namespace fused_gemm {
 
 // Kernel provides: Problem (FgInt4Problem: n = the packed weight's 2I rows), GemmKernel,
-// ElementMma, kZeros, epilogue_arguments(Problem).
+// ElementMma, kZeros, epilogue_arguments(Problem).  A stream-K kernel runs with its scheduler's
+// defaults (Int4Op refuses other launch options for gated specs).
 template <class Kernel>
 typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments int4_gated_arguments(
     typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
