@@ -382,7 +382,7 @@ def test_fake_kernel_gives_shape_and_dtype():
         assert y.shape == (2, 3, 64) and y.dtype == torch.float16
         g = torch.ops.fused_gemm.int4_gated_linear(x, torch.empty(64, 128, dtype=torch.uint8),
                                                    torch.empty(2, 64, dtype=torch.float16), None, 128, "silu", None)
-        assert g.shape == (2, 3, 32) and g.dtype == torch.float16
+        assert g.shape == (2, 3, 32) and g.dtype == torch.float16 and g.is_contiguous()
 
 
 def test_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):

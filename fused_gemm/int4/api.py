@@ -140,7 +140,8 @@ def _gated_impl(x, packed, scales, zeros, group_size, activation, residual):
 
 
 def _gated_fake(x, packed, scales, zeros, group_size, activation, residual):
-    return _linear_fake(x, packed, scales, zeros, group_size, None, activation, residual)[..., : packed.shape[0] // 2]
+    _linear_fake(x, packed, scales, zeros, group_size, None, activation, residual)   # the same shape checks
+    return x.new_empty((*x.shape[:-1], packed.shape[0] // 2))                      # contiguous, as the kernel's
 
 
 def _gated_out_impl(x, packed, scales, zeros, group_size, activation, residual, out) -> None:
