@@ -101,6 +101,17 @@ def test_render_picks_the_gated_pieces():
     assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][2].config).csrc_includes == ("pair", "gated", "int4_gated")
 
 
+def test_cli_builds_gated_and_decode_specs(tmp_path):
+    from fused_gemm.generator.cli import main
+    assert main(["codegen", "--family", "int4", "--weight", "u4", "--gated", "--decode-tokens", "8", "--epilogue",
+                 "silu+residual", "-o", str(tmp_path)]) == 0
+    assert main(["codegen", "--family", "int4", "--gated", "--tile", "64x64x128", "--schedule", "pingpong",
+                 "--epilogue", "gelu", "-o", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.glob("int4_*.cu"))
+    assert names == ["int4_sm90a_a-bf16_w-s4_d-bf16_t64x64x128_c1x1x1_pp_persist_swapab_gated_ep-gelu.cu",
+                     "int4_sm90a_a-bf16_w-u4_d-bf16_c-bf16_decode_t8_w4_b8_gated_ep-silu-residual.cu"], names
+
+
 def test_cache_key_covers_the_gemm_headers():
     from fused_gemm.generator.registry import FAMILIES
     assert FAMILIES["int4"].csrc_folders == ("fused_gemm/common", "fused_gemm/int4", "fused_gemm/gemm")
