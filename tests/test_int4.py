@@ -105,8 +105,8 @@ def test_cli_builds_gated_and_decode_specs(tmp_path):
     from fused_gemm.generator.cli import main
     assert main(["codegen", "--family", "int4", "--weight", "u4", "--gated", "--decode-tokens", "8", "--epilogue",
                  "silu+residual", "-o", str(tmp_path)]) == 0
-    assert main(["codegen", "--family", "int4", "--gated", "--tile", "64x64x128", "--schedule", "pingpong",
-                 "--epilogue", "gelu", "-o", str(tmp_path)]) == 0
+    assert main(["codegen", "--family", "int4", "--gated", "--tile", "64x64x128", "--cluster", "1x1x1",
+                 "--schedule", "pingpong", "--epilogue", "gelu", "-o", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.glob("int4_*.cu"))
     assert names == ["int4_sm90a_a-bf16_w-s4_d-bf16_t64x64x128_c1x1x1_pp_persist_swapab_gated_ep-gelu.cu",
                      "int4_sm90a_a-bf16_w-u4_d-bf16_c-bf16_decode_t8_w4_b8_gated_ep-silu-residual.cu"], names
