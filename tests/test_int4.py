@@ -11,7 +11,7 @@ import torch
 import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
-from fused_gemm.generator import Epilogue, Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
+from fused_gemm.generator import Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render, spec_from_uri
 from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, config_for,
                                                  spec_for, sweep_configs,
                                                  tile_k_for)
@@ -414,6 +414,21 @@ def test_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):
         torch.ops.fused_gemm.int4_linear(x, w.packed, w.scales, None, 48, None, None, None)
 
 
+def test_int4_gated_bad_inputs_are_refused_before_any_build(tmp_cache, monkeypatch):
+    monkeypatch.setenv("FUSED_GEMM_NO_JIT", "1")
+    w = quantize_int4(fused_gemm.pack_gate_up(torch.randn(16, 256, dtype=torch.bfloat16),
+                                              torch.randn(16, 256, dtype=torch.bfloat16)), 128)
+    x = torch.randn(4, 256, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="w must be a fused_gemm.Int4Weight"):
+        fused_gemm.int4_gated_linear(x, w.packed)
+    with pytest.raises(ValueError, match="x has K = 128"):
+        fused_gemm.int4_gated_linear(x[:, :128], w)
+    with pytest.raises(TypeError, match="w.scales has dtype torch.bfloat16, but x is torch.float16"):
+        fused_gemm.int4_gated_linear(x.half(), w)
+    with pytest.raises(ValueError, match="x is on cpu"):
+        fused_gemm.int4_gated_linear(x, w)
+
+
 # -- on the GPU ---------------------------------------------------------------------------------
 def make_weight(n, k, group, symmetric, dtype, seed=0):
     gen = torch.Generator().manual_seed(seed)
@@ -525,6 +540,17 @@ def test_int4_gated_compiled_graph_and_out_op():
     x = torch.randn(2, 3, K_TEST, dtype=torch.bfloat16, device="cuda")
     assert_close(fused_gemm.int4_gated_linear(x, w).reshape(6, 144), fused_gemm.int4_gated_linear(x.reshape(6, -1), w)
                  .double(), 1e-6)
+
+
+@pytest.mark.gpu
+def test_decode_and_gated_kernels_refuse_tiling_launch_options():
+    w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
+    x = torch.randn(1, K_TEST, dtype=torch.bfloat16, device="cuda")
+    op = jit.compile(spec_for("bf16", "s4", "none", 128, K_TEST, 1))
+    with pytest.raises(ValueError, match="takes only launch.pdl"):
+        op(x, w.packed, w.scales, None, 128, launch=LaunchOptions(swizzle=2))
+    assert_close(op(x, w.packed, w.scales, None, 128, launch=LaunchOptions(pdl=False)), weight_only_reference(x, w),
+                 WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -51,6 +51,8 @@ class Int4Op(KernelOp):
         # after any kernel, so it is its default (the wgmma kernels take it per call).
         self._default_launch = LaunchOptions(pdl=True) if spec.decode and spec.pdl else DEFAULT_LAUNCH
         self._ws_sizes: Dict[tuple, int] = {}
+        self._rows_per_output = 2 if spec.gated else 1   # a gated weight's 2I rows give I outputs
+        self._op_name = "int4_gated_linear" if spec.gated else self._format.op_name
 
     def __call__(self, x, packed, scales, zeros, group_size, bias=None, residual=None, *, out=None, launch=None):
         return self.run(x, packed, scales, zeros, group_size, bias, residual, out, launch)
@@ -69,7 +71,7 @@ class Int4Op(KernelOp):
         lead = xs[:-1]
         M = xs[0] if len(xs) == 2 else lead.numel()
         N = self._format.check(packed, scales, zeros, group_size, K, dev)
-        N_out = N // 2 if spec.gated else N   # a gated weight's 2I rows give I outputs
+        N_out = N // self._rows_per_output
         if M >= INT32_LIMIT or N >= INT32_LIMIT or K >= INT32_LIMIT:
             checks.dims_fit(M, N, K)
         ep = spec.epilogue
@@ -93,8 +95,7 @@ class Int4Op(KernelOp):
         else:
             out = self.new_output(out_shape, self._out_dtype, dev)
         if _grad_enabled():
-            checks.refuse_grad("int4_gated_linear" if spec.gated else self._format.op_name, x, scales, zeros, bias,
-                               residual)
+            checks.refuse_grad(self._op_name, x, scales, zeros, bias, residual)
         bias_ptr = 0
         if bias is not None:
             bias_ptr = checks.vector("bias", bias, N, self._bias_dtype, dev)
