@@ -11,18 +11,17 @@ import torch
 import fused_gemm
 import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
-from fused_gemm.generator import Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render, spec_from_uri
+from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render,
+                                  spec_from_uri)
 from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, config_for,
-                                                 spec_for, sweep_configs,
-                                                 tile_k_for)
+                                                 spec_for, sweep_configs, tile_k_for)
+from fused_gemm.generator.int4.presets import GATED_TEST_CASES
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
                                     pack_codes, quantize_int4, unpack_codes)
 
-from fused_gemm.generator.int4.presets import GATED_TEST_CASES
-
-from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op, check_cuda_graph_replay,
-                      check_in_place_residual_batched, weight_only_reference)
+from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op,
+                      check_cuda_graph_replay, check_in_place_residual_batched, weight_only_reference)
 
 FULL = "bias+gelu_tanh+residual"
 
