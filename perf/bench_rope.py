@@ -143,7 +143,9 @@ def launch_sweep(m, configs, group: int = 3):
     outs = [tuple(torch.empty(m, h, D, dtype=torch.bfloat16, device="cuda") for h in (HQ, HKV, HKV)) for _ in sets]
 
     def calls(config, launch):
-        op = jit.compile(RopeSpec("bf16", D, 0, "neox", False, config=TileConfig.from_name(config)))
+        name, _, l1 = config.partition("_l1r")   # a config name, optionally with the L1 reserve: ..._l1r64
+        op = jit.compile(RopeSpec("bf16", D, 0, "neox", False, config=TileConfig.from_name(name),
+                                  l1_reserve_kb=int(l1 or 0)))
         return [lambda s=s, o=o: op.run(s["x"], s["packed"].weight, None, s["pos"], CACHE, HQ, HKV, *o, launch, False)
                 for s, o in zip(sets, outs)]
     variants = [(c, l) for c in configs for l in _GRID]
@@ -164,7 +166,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--m", type=int, nargs="*", default=list(M_VALUES))
     ap.add_argument("--launch-sweep", nargs="+", metavar="CONFIG",
-                    help="instead of the bars: time these tile configs (names like t128x128x64_c1x2x1_pp_persist) "
+                    help="instead of the bars: time these tile configs (names like t128x128x64_c1x2x1_pp_persist, "
+                         "with _l1r64 for the L1 reserve) "
                          "under every launch option against linear, per M")
     args = ap.parse_args(argv)
     torch.manual_seed(0)

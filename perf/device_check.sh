@@ -26,7 +26,7 @@ for step in $steps; do
     test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
-    rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ;;
+    rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."
     attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ;;
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
@@ -41,7 +41,7 @@ for step in $steps; do
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)
            run sweep-linear fused-gemm sweep --op linear ${SWEEP_ARGS:---preset llama3-8b --preset square-8192} \
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
-    sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ;;
+    sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ${SWEEP_GATED_ARGS:-} ;;
     ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"
            for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096; NCU_ARGS e.g. "--n 28672")
              run "ncu-$kind" ncu --clock-control none -k "regex:${NCU_KERNEL:-device_kernel}" --launch-skip 3 --launch-count 1 \

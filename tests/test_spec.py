@@ -170,8 +170,20 @@ def test_gpu_rope_specs_hold_every_choice_of_qkv_rope():
     for gpu, (n, k) in (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h100", (28672, 4096)), ("h200", (1, 1))):
         listed = set(gpu_rope_specs(gpu, n, k))
         for m in list(range(1, 300)) + [511, 512, 513, 1024, 1025, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 40000]:
-            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m)
+            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m, gpu)
             assert spec in listed, (gpu, n, k, m, spec.uri)
+
+
+def test_rope_gpu_rows_are_kernels_the_family_builds():
+    """A GPU's rope rows (data) name configs the rope epilogue runs, at buckets M can land in."""
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.generator.rope import RopeSpec
+    from fused_gemm.generator.rope.heuristics import GPU_ROWS, choose
+    for gpu, rows in GPU_ROWS.items():
+        for bucket, row in rows.items():
+            assert bucket in tuned.M_BUCKETS, (gpu, bucket)
+            spec, launch = choose(RopeSpec(), None, bucket, gpu)
+            assert (spec.config.name, spec.l1_reserve_kb, launch) == (row.config, row.l1_reserve_kb, row.launch)
 
 
 # -- the attention family ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """GPU timing helpers: CUDA events, warm-up first, medians, inputs rotated past the L2.
 
-Variants are timed interleaved (a, b, c, a, b, c, ...) so that clock or thermal drift during a
-run lands on all of them alike; paired_ratios takes ratios per repetition before the median.
+Variants are timed interleaved (a, b, c, b, c, a, c, a, b, ...) so that clock or thermal drift during
+a run lands on all of them alike; paired_ratios takes ratios per repetition before the median.
 """
 from __future__ import annotations
 
@@ -79,9 +79,12 @@ def time_samples(variants: Dict[str, Calls], graph: bool = False, reps: int = 9,
     torch.cuda.synchronize()
     counts = {name: max(min_calls, len(calls)) for name, calls in variants.items()}
     samples: Dict[str, List[float]] = {name: [] for name in variants}
-    for _ in range(reps):
-        for name, run in runners.items():
-            samples[name].append(_event_time(run, lead=not graph) / counts[name])
+    names = list(runners)
+    for rep in range(reps):
+        # Each repetition starts one variant later: a variant's clocks depend on what ran just
+        # before it (a lighter kernel leaves more power headroom), so no variant always follows the same one.
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            samples[name].append(_event_time(runners[name], lead=not graph) / counts[name])
     return samples
 
 

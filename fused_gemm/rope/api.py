@@ -13,8 +13,8 @@ import torch
 
 from .. import checks, jit
 from ..generator import LaunchOptions
-from ..generator.gemm.tuned import bucket_of
-from ..gemm.linear import gemm_rule
+from ..generator.gemm.tuned import bucket_of, gpu_key
+from ..gemm.linear import gemm_rule, tuned_tables_enabled
 from ..generator.rope import RopeSpec
 from ..generator.rope import heuristics as rope_heuristics
 from ..kernel_op import DTYPE_NAMES
@@ -34,7 +34,8 @@ def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp
     def choose():
         tuned = gemm_rule(x, DTYPE_NAMES[x.dtype], n, k, bucket)
         base = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None)
-        spec, launch = rope_heuristics.choose(base, tuned, m)
+        gpu = gpu_key(torch.cuda.get_device_name(x.device)) if tuned_tables_enabled() else None
+        spec, launch = rope_heuristics.choose(base, tuned, m, gpu)
         return jit.compile(spec), launch
     key = (x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket, rope_heuristics.l1_row(m),
            x.get_device())

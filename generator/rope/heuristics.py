@@ -12,8 +12,8 @@ left ~25 KB.  On an H100, Llama-3-8B QKV (6144x4096), against the plain GEMM of 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import replace
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
 
 from ..gemm import heuristics as gemm_heuristics, tuned
 from ..gemm.heuristics import Rule
@@ -38,14 +38,49 @@ def l1_reserve_kb(m: int, config: TileConfig) -> int:
     return 0 if config.swap_ab or row == 0 else L1_RESERVE_ROWS[row - 1][1]
 
 
-def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int) -> Tuple[RopeSpec, LaunchOptions]:
+@dataclass(frozen=True)
+class GpuRow:
+    """A kernel a GPU measured best for the rope epilogue itself, over the GEMM-derived choice."""
+    config: str                  # a TileConfig name
+    l1_reserve_kb: int = 0
+    launch: LaunchOptions = LaunchOptions()
+
+
+# Per GPU (tuned.gpu_key), per M bucket (tuned.M_BUCKETS: serves M above the previous bucket up to
+# its own): rows measured with perf/bench_rope.py --launch-sweep (the rope kernel against linear as
+# shipped, in a CUDA graph with preallocated outputs, ratios per repetition).  H200, Llama-3-8B QKV:
+#   M = 128: 64x128 pingpong, no cluster       1.07x (18.6 us); the heuristic's 128x128 1.43x (one
+#             128-row tile leaves 84 SMs idle), swap-AB 64x64 / 64x32 2.0x / 2.9x
+#   M = 1024: 128x128 2x1 cluster, swizzle 4   1.017x; the GEMM's tuned 1x2, swizzle 8: 1.021x
+#             (1.04x in bench_rope's run)
+#   M = 16384: 128x128 1x2 cluster, swizzle 2  0.99x; with the H100's 64 KB L1 reserve every
+#             variant ran 1.02-1.04x, the GEMM's tuned 2x1, swizzle 8 with it 1.036x.  The H200's
+#             larger L2 and bandwidth leave the cos/sin re-reads cheap, and the mainloop wants its stages.
+#   M = 8192 shares the 16384 row (not measured on its own).
+GPU_ROWS: Dict[str, Dict[int, GpuRow]] = {
+    "h200": {128: GpuRow("t64x128x64_c1x1x1_pp_persist"),
+             1024: GpuRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
+             8192: GpuRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2)),
+             16384: GpuRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2))},
+}
+
+
+def gpu_row(gpu: Optional[str], m: int) -> Optional[GpuRow]:
+    return GPU_ROWS.get(gpu or "", {}).get(tuned.M_BUCKETS[tuned.bucket_of(m)])
+
+
+def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str] = None
+           ) -> Tuple[RopeSpec, LaunchOptions]:
     """qkv_rope's kernel and launch options for M tokens, given the GEMM's rule for the weight shape
     (its tuned table's entry, or None).  Prefill takes the GEMM's tuned tile and launch options where
     the rope epilogue can run that tile (the epilogue hides behind the other warpgroup's MMA, so
     what is fastest for the GEMM is fastest here); otherwise the heuristic's tile, with the tuned
     launch options when the tiles agree.  A tuned swap-AB (decode) tile is not taken: on an H100 the
     rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16, against 0.99x
-    on the heuristic's 64x16."""
+    on the heuristic's 64x16.  A GPU's own row (GPU_ROWS) for M's bucket overrides all of this."""
+    row = gpu_row(gpu, m)
+    if row is not None:
+        return replace(base.with_config(TileConfig.from_name(row.config)), l1_reserve_kb=row.l1_reserve_kb), row.launch
     rule = gemm_heuristics.pick(base.arch, m)
     spec, launch = base.with_config(rule.config), rule.launch
     if gemm_rule is not None and gemm_rule.config == rule.config:
@@ -63,4 +98,4 @@ def gpu_rope_specs(gpu: str, n: int, k: int, dtype: str = "bf16", head_dim: int 
     base = RopeSpec(dtype, head_dim, rotary_dim, style, bias)
     bounds = tuned.M_BUCKETS
     ms = sorted(set(bounds) | {b + 1 for b in bounds[:-1]} | {min_m for min_m, _ in L1_RESERVE_ROWS})
-    return list(dict.fromkeys(choose(base, tuned.rule_for(gpu, dtype, n, k, m), m)[0] for m in ms))
+    return list(dict.fromkeys(choose(base, tuned.rule_for(gpu, dtype, n, k, m), m, gpu)[0] for m in ms))
