@@ -14,7 +14,7 @@ from test_gpu import TOL, assert_close
 pytestmark = pytest.mark.gpu
 
 K = 392
-M_VALUES = [1, 7, 16, 17, 129, 1000, 8193]   # 8193: the large-M variant (L1 kept, heuristics.py)
+M_VALUES = [1, 7, 16, 17, 100, 129, 1000, 8193]   # 100: the 64x128 row (heuristics.ROWS); 8193: L1 kept
 # (dtype, head_dim, rotary_dim, bias): each in the rope-tests preset for both styles (fp16: neox)
 CONFIGS = [(torch.bfloat16, 128, 128, False), (torch.bfloat16, 64, 32, True), (torch.bfloat16, 256, 128, False)]
 
@@ -107,6 +107,26 @@ def test_outputs_into_a_kv_cache_slice_and_nan_poison():
     check(got, reference(x, w, None, positions, cache, hq, hkv, d, d, "neox"), torch.bfloat16)
     assert got[1].data_ptr() == k_cache[1, 5].data_ptr()
     assert torch.isnan(k_cache[0]).all() and torch.isnan(k_cache[1, :5]).all() and torch.isnan(k_cache[1, 5 + m:]).all()
+
+
+def _measured_rows():
+    from fused_gemm.generator.rope.heuristics import GPU_ROWS, ROWS
+    return [(None, b) for b in ROWS] + [(gpu, b) for gpu, rows in GPU_ROWS.items() for b in rows]
+
+
+@pytest.mark.parametrize("gpu,bucket", _measured_rows())
+def test_measured_rows_kernels_match_float64(gpu, bucket):
+    """Each kernel a measured row (heuristics.ROWS, GPU_ROWS of any GPU) picks, at an odd M of its
+    bucket, with its launch options, every output element written."""
+    from fused_gemm.generator.rope import RopeSpec
+    from fused_gemm.generator.rope.heuristics import choose
+    m, hq, hkv, d = bucket - 3, 8, 2, 128
+    spec, launch = choose(RopeSpec("bf16", d, d, "neox", False), None, m, gpu)
+    x, w, _, positions, cache = problem(m, torch.bfloat16, d, d, False, hq, hkv)
+    packed = pack_qkv_rope(w, num_heads=hq, num_kv_heads=hkv, head_dim=d)
+    outs = [torch.full((m, h, d), float("nan"), dtype=torch.bfloat16, device="cuda") for h in (hq, hkv, hkv)]
+    got = fused_gemm.jit.compile(spec)(x, packed.weight, None, positions, cache, hq, hkv, *outs, launch=launch)
+    check(got, reference(x, w, None, positions, cache, hq, hkv, d, d, "neox"), torch.bfloat16)
 
 
 def test_qkv_rope_in_cuda_graph_and_under_compile():

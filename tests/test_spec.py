@@ -178,8 +178,8 @@ def test_rope_gpu_rows_are_kernels_the_family_builds():
     """A GPU's rope rows (data) name configs the rope epilogue runs, at buckets M can land in."""
     from fused_gemm.generator.gemm import tuned
     from fused_gemm.generator.rope import RopeSpec
-    from fused_gemm.generator.rope.heuristics import GPU_ROWS, choose
-    for gpu, rows in GPU_ROWS.items():
+    from fused_gemm.generator.rope.heuristics import GPU_ROWS, ROWS, choose
+    for gpu, rows in [(None, ROWS), *GPU_ROWS.items()]:
         for bucket, row in rows.items():
             assert bucket in tuned.M_BUCKETS, (gpu, bucket)
             spec, launch = choose(RopeSpec(), None, bucket, gpu)

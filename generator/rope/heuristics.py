@@ -40,17 +40,20 @@ def l1_reserve_kb(m: int, config: TileConfig) -> int:
 
 @dataclass(frozen=True)
 class GpuRow:
-    """A kernel a GPU measured best for the rope epilogue itself, over the GEMM-derived choice."""
+    """A kernel measured best for the rope epilogue itself, over the GEMM-derived choice."""
     config: str                  # a TileConfig name
     l1_reserve_kb: int = 0
     launch: LaunchOptions = LaunchOptions()
 
 
-# Per GPU (tuned.gpu_key), per M bucket (tuned.M_BUCKETS: serves M above the previous bucket up to
-# its own): rows measured with perf/bench_rope.py --launch-sweep (the rope kernel against linear as
-# shipped, in a CUDA graph with preallocated outputs, ratios per repetition).  H200, Llama-3-8B QKV:
-#   M = 128: 64x128 pingpong, no cluster       1.07x (18.6 us); the heuristic's 128x128 1.43x (one
-#             128-row tile leaves 84 SMs idle), swap-AB 64x64 / 64x32 2.0x / 2.9x
+# Per M bucket (tuned.M_BUCKETS: serves M above the previous bucket up to its own), rows measured with
+# perf/bench_rope.py --launch-sweep: the rope kernel against linear as shipped, in a CUDA graph with
+# preallocated outputs, ratios per repetition, Llama-3-8B QKV.  ROWS hold on every GPU; GPU_ROWS
+# (keyed by tuned.gpu_key) take precedence on theirs.
+#   M = 128: 64x128 pingpong, no cluster: H100 1.00x, H200 1.07x.  The GEMM-derived 128x128 tile
+#             (one 128-row tile leaves most SMs idle) ran 1.18x / 1.43x, swap-AB 64x64 2.0x (H200).
+ROWS: Dict[int, GpuRow] = {128: GpuRow("t64x128x64_c1x1x1_pp_persist")}
+# H200:
 #   M = 1024: 128x128 2x1 cluster, swizzle 4   1.017x; the GEMM's tuned 1x2, swizzle 8: 1.021x
 #             (1.04x in bench_rope's run)
 #   M = 16384: 128x128 1x2 cluster, swizzle 2  0.99x; with the H100's 64 KB L1 reserve every
@@ -58,15 +61,15 @@ class GpuRow:
 #             larger L2 and bandwidth leave the cos/sin re-reads cheap, and the mainloop wants its stages.
 #   M = 8192 shares the 16384 row (not measured on its own).
 GPU_ROWS: Dict[str, Dict[int, GpuRow]] = {
-    "h200": {128: GpuRow("t64x128x64_c1x1x1_pp_persist"),
-             1024: GpuRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
+    "h200": {1024: GpuRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
              8192: GpuRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2)),
              16384: GpuRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2))},
 }
 
 
 def gpu_row(gpu: Optional[str], m: int) -> Optional[GpuRow]:
-    return GPU_ROWS.get(gpu or "", {}).get(tuned.M_BUCKETS[tuned.bucket_of(m)])
+    bucket = tuned.M_BUCKETS[tuned.bucket_of(m)]
+    return GPU_ROWS.get(gpu or "", {}).get(bucket) or ROWS.get(bucket)
 
 
 def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str] = None
@@ -77,7 +80,7 @@ def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str]
     what is fastest for the GEMM is fastest here); otherwise the heuristic's tile, with the tuned
     launch options when the tiles agree.  A tuned swap-AB (decode) tile is not taken: on an H100 the
     rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16, against 0.99x
-    on the heuristic's 64x16.  A GPU's own row (GPU_ROWS) for M's bucket overrides all of this."""
+    on the heuristic's 64x16.  A measured row (ROWS, GPU_ROWS) for M's bucket overrides all of this."""
     row = gpu_row(gpu, m)
     if row is not None:
         return replace(base.with_config(TileConfig.from_name(row.config)), l1_reserve_kb=row.l1_reserve_kb), row.launch
