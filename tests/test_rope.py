@@ -14,7 +14,7 @@ from test_gpu import TOL, assert_close
 pytestmark = pytest.mark.gpu
 
 K = 392
-M_VALUES = [1, 7, 16, 17, 100, 129, 1000, 8193]   # 100: the 64x128 row (heuristics.ROWS); 8193: L1 kept
+M_VALUES = [1, 7, 16, 17, 100, 129, 1000, 4095, 8193]   # 100: the 64x128 row (heuristics.ROWS); 8193: L1 kept
 # (dtype, head_dim, rotary_dim, bias): each in the rope-tests preset for both styles (fp16: neox)
 CONFIGS = [(torch.bfloat16, 128, 128, False), (torch.bfloat16, 64, 32, True), (torch.bfloat16, 256, 128, False)]
 
@@ -67,8 +67,12 @@ def test_qkv_rope_matches_float64(style, config, m):
     dtype, d, r, bias = config
     x, w, b, positions, cache = problem(m, dtype, d, r, bias)
     packed = pack_qkv_rope(w, b, num_heads=8, num_kv_heads=2, head_dim=d, rotary_dim=r, style=style)
-    got = qkv_rope(x, packed, positions=positions, cos_sin_cache=cache)
-    check(got, reference(x, w, b, positions, cache, 8, 2, d, r, style), dtype)
+    expected = reference(x, w, b, positions, cache, 8, 2, d, r, style)
+    check(qkv_rope(x, packed, positions=positions, cos_sin_cache=cache), expected, dtype)
+    # The same kernel into NaN-poisoned outputs: every element written.
+    op, launch = fused_gemm.rope.api.select(x, packed.bias, d, r, style, m, packed.weight.shape[0])
+    outs = [torch.full((m, h, d), float("nan"), dtype=dtype, device="cuda") for h in (8, 2, 2)]
+    check(op(x, packed.weight, packed.bias, positions, cache, 8, 2, *outs, launch=launch), expected, dtype)
 
 
 @pytest.mark.parametrize("heads", [(8, 8), (8, 2), (16, 2)], ids=["mha", "gqa4", "gqa8"])
@@ -110,18 +114,19 @@ def test_outputs_into_a_kv_cache_slice_and_nan_poison():
 
 
 def _measured_rows():
-    from fused_gemm.generator.rope.heuristics import GPU_ROWS, ROWS
-    return [(None, b) for b in ROWS] + [(gpu, b) for gpu, rows in GPU_ROWS.items() for b in rows]
+    from fused_gemm.generator.rope.heuristics import ROWS, SHAPE_ROWS
+    rows = [(f"any-m{b}", b, row) for b, row in ROWS.items()]
+    return rows + [(f"{gpu}-{n}x{k}-m{b}", b, row) for gpu, shapes in SHAPE_ROWS.items()
+                   for (n, k), by_bucket in shapes.items() for b, row in by_bucket.items()]
 
 
-@pytest.mark.parametrize("gpu,bucket", _measured_rows())
-def test_measured_rows_kernels_match_float64(gpu, bucket):
-    """Each kernel a measured row (heuristics.ROWS, GPU_ROWS of any GPU) picks, at an odd M of its
+@pytest.mark.parametrize("bucket,row", [r[1:] for r in _measured_rows()], ids=[r[0] for r in _measured_rows()])
+def test_measured_rows_kernels_match_float64(bucket, row):
+    """Each kernel a measured row (heuristics.ROWS, SHAPE_ROWS of any GPU) picks, at an odd M of its
     bucket, with its launch options, every output element written."""
     from fused_gemm.generator.rope import RopeSpec
-    from fused_gemm.generator.rope.heuristics import choose
     m, hq, hkv, d = bucket - 3, 8, 2, 128
-    spec, launch = choose(RopeSpec("bf16", d, d, "neox", False), None, m, gpu)
+    spec, launch = row.apply(RopeSpec("bf16", d, d, "neox", False))
     x, w, _, positions, cache = problem(m, torch.bfloat16, d, d, False, hq, hkv)
     packed = pack_qkv_rope(w, num_heads=hq, num_kv_heads=hkv, head_dim=d)
     outs = [torch.full((m, h, d), float("nan"), dtype=torch.bfloat16, device="cuda") for h in (hq, hkv, hkv)]
@@ -155,6 +160,8 @@ def test_qkv_rope_in_cuda_graph_and_under_compile():
             pt = torch.randint(0, 4096, (t,), device="cuda")
             for a, e in zip(compiled(xt, pt), attention_inputs(xt, pt)):
                 assert torch.equal(a, e)
+        with pytest.raises(ValueError, match="outside the cos/sin cache"):   # checked as in eager, outside a capture
+            compiled(xt, torch.full_like(pt, 4096))
 
 
 def test_unpacked_weight_warns_and_matches(monkeypatch):

@@ -160,6 +160,7 @@ def test_rope_l1_reserve_is_a_prefill_variant_chosen_by_m():
     assert heuristics.l1_reserve_kb(4096, prefill) == 0
     assert heuristics.l1_reserve_kb(8192, prefill) == heuristics.l1_reserve_kb(16384, prefill) == 64
     assert heuristics.l1_reserve_kb(16384, decode) == 0
+    assert heuristics.l1_reserve_kb(16384, prefill, "h200") == 0 and heuristics.l1_reserve_kb(16384, prefill, "h100") == 64
 
 
 def test_gpu_rope_specs_hold_every_choice_of_qkv_rope():
@@ -170,20 +171,38 @@ def test_gpu_rope_specs_hold_every_choice_of_qkv_rope():
     for gpu, (n, k) in (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h100", (28672, 4096)), ("h200", (1, 1))):
         listed = set(gpu_rope_specs(gpu, n, k))
         for m in list(range(1, 300)) + [511, 512, 513, 1024, 1025, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 40000]:
-            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m, gpu)
+            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m, gpu, n, k)
             assert spec in listed, (gpu, n, k, m, spec.uri)
 
 
-def test_rope_gpu_rows_are_kernels_the_family_builds():
-    """A GPU's rope rows (data) name configs the rope epilogue runs, at buckets M can land in."""
+def test_rope_measured_rows_win_their_buckets_and_ship_in_the_presets():
+    """Measured rows (data) name configs the rope epilogue runs, at buckets M can land in; choose()
+    takes them for their GPU and shape; rope_specs (the presets) hold their kernels."""
     from fused_gemm.generator.gemm import tuned
     from fused_gemm.generator.rope import RopeSpec
-    from fused_gemm.generator.rope.heuristics import GPU_ROWS, ROWS, choose
-    for gpu, rows in [(None, ROWS), *GPU_ROWS.items()]:
+    from fused_gemm.generator.rope.heuristics import ROWS, SHAPE_ROWS, choose
+    from fused_gemm.generator.rope.presets import rope_specs
+    base, preset = RopeSpec(), set(rope_specs())
+    cases = [(None, -1, -1, ROWS)] + [(gpu, n, k, rows) for gpu, shapes in SHAPE_ROWS.items()
+                                      for (n, k), rows in shapes.items()]
+    for gpu, n, k, rows in cases:
         for bucket, row in rows.items():
             assert bucket in tuned.M_BUCKETS, (gpu, bucket)
-            spec, launch = choose(RopeSpec(), None, bucket, gpu)
-            assert (spec.config.name, spec.l1_reserve_kb, launch) == (row.config, row.l1_reserve_kb, row.launch)
+            spec, launch = choose(base, tuned.rule_for(gpu or "", "bf16", n, k, bucket), bucket, gpu, n, k)
+            assert (spec, launch) == row.apply(base) and spec in preset, (gpu, n, k, bucket)
+
+
+def test_rope_choice_is_constant_within_a_memo_key():
+    """qkv_rope memoises its choice per (M bucket, l1_row(M)): M inside one key must choose alike."""
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.generator.rope import RopeSpec
+    from fused_gemm.generator.rope.heuristics import choose, l1_row
+    for gpu, (n, k) in (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h200", (1280, 8192)), (None, (1, 1))):
+        seen = {}
+        for m in list(range(1, 600)) + list(range(600, 40000, 97)):
+            key = (tuned.bucket_of(m), l1_row(m))
+            got = choose(RopeSpec(), tuned.rule_for(gpu or "", "bf16", n, k, m), m, gpu, n, k)
+            assert seen.setdefault(key, got) == got, (gpu, n, k, m)
 
 
 # -- the attention family ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """``fused_gemm.qkv_rope``: the QKV projection with rotary embeddings in its epilogue, and its op.
 
     fused_gemm::qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim,
-                         rotary_dim, style) -> (Tensor q, Tensor k, Tensor v)
+                         rotary_dim, style, check_positions=True) -> (Tensor q, Tensor k, Tensor v)
 ``weight``/``bias`` are pack_qkv_rope's permuted ones.  A plain eager call skips the dispatcher.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp
         tuned = gemm_rule(x, DTYPE_NAMES[x.dtype], n, k, bucket)
         base = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None)
         gpu = gpu_key(torch.cuda.get_device_name(x.device)) if tuned_tables_enabled() else None
-        spec, launch = rope_heuristics.choose(base, tuned, m, gpu)
+        spec, launch = rope_heuristics.choose(base, tuned, m, gpu, n, k)
         return jit.compile(spec), launch
     key = (x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket, rope_heuristics.l1_row(m),
            x.get_device())
@@ -96,19 +96,22 @@ def qkv_rope(x: Tensor, w_qkv, bias: Optional[Tensor] = None, *, positions: Tens
     if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
         return _qkv_rope(*args, check_positions=check_positions)
     checks.refuse_grad("qkv_rope", x, packed.weight, packed.bias)
-    return torch.ops.fused_gemm.qkv_rope(*args)
+    return torch.ops.fused_gemm.qkv_rope(*args, check_positions)
 
 
-def _impl(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style):
+def _impl(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,
+          check_positions=True):
+    # The same check as an eager call: skipped inside a CUDA-graph capture (it needs a sync there).
     return _qkv_rope(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,
-                     check_positions=False)
+                     check_positions=check_positions)
 
 
-def _fake(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style):
+def _fake(x, weight, bias, positions, cos_sin_cache, num_heads, num_kv_heads, head_dim, rotary_dim, style,
+          check_positions=True):
     t = x.shape[0]
     return (x.new_empty((t, num_heads, head_dim)), x.new_empty((t, num_kv_heads, head_dim)),
             x.new_empty((t, num_kv_heads, head_dim)))
 
 
 define("qkv_rope", "(Tensor x, Tensor weight, Tensor? bias, Tensor positions, Tensor cos_sin_cache, int num_heads, "
-       "int num_kv_heads, int head_dim, int rotary_dim, str style) -> (Tensor, Tensor, Tensor)", _impl, _fake)
+       "int num_kv_heads, int head_dim, int rotary_dim, str style, bool check_positions=True) -> (Tensor, Tensor, Tensor)", _impl, _fake)

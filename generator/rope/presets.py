@@ -6,8 +6,7 @@ from typing import Callable, Dict, List
 
 from ..gemm.heuristics import RULES
 from ..gemm.presets import linear_specs
-from ..gemm.spec import TileConfig
-from .heuristics import L1_RESERVE_ROWS, ROWS, gpu_rope_specs
+from .heuristics import L1_RESERVE_ROWS, gpu_rope_specs, measured_rows
 from .spec import RopeSpec
 
 
@@ -15,13 +14,11 @@ def rope_specs(dtype: str = "bf16", head_dim: int = 128, rotary_dim: int = 0, st
                bias: bool = False, arch: str = "sm90a") -> List[RopeSpec]:
     """The kernels ``qkv_rope`` uses for these arguments on a weight shape the GPU's tuned GEMM table
     lacks: one per rule of the GEMM heuristic, the prefill rule's large-M variant
-    (heuristics.L1_RESERVE_ROWS), and the rows measured for every GPU (heuristics.ROWS).
+    (heuristics.L1_RESERVE_ROWS), and every measured row (heuristics.ROWS, SHAPE_ROWS).
     gpu_rope_specs lists what a tuned shape may pick."""
     base = RopeSpec(dtype, head_dim, rotary_dim, style, bias, arch=arch)
     specs = [base.with_config(rule.config) for rule in RULES[arch]]
-    measured = [replace(base.with_config(TileConfig.from_name(row.config)), l1_reserve_kb=row.l1_reserve_kb)
-                for row in ROWS.values()]
-    return list(dict.fromkeys(specs + _with_l1_reserves(specs) + measured))
+    return list(dict.fromkeys(specs + _with_l1_reserves(specs) + [row.apply(base)[0] for row in measured_rows()]))
 
 
 def _with_l1_reserves(specs: List[RopeSpec]) -> List[RopeSpec]:
