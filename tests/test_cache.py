@@ -152,6 +152,21 @@ def test_cli_codegen_writes_sources(tmp_path):
     assert (tmp_path / "by-uri" / files[0].name).read_text() == files[0].read_text()
 
 
+def test_cli_codegen_takes_the_gated_and_rope_families(tmp_path):
+    r = run_cli("codegen", "--family", "gated", "--activation", "silu", "--with-bias", "--with-residual",
+                "--tile", "128x128x64", "--cluster", "1x2x1", "--schedule", "pingpong", "-o", str(tmp_path / "g"))
+    assert r.returncode == 0, r.stderr
+    (src,) = (tmp_path / "g").glob("gated_*.cu")
+    assert "fused_gemm::FastSiLu" in src.read_text() and "bias" in src.name and (tmp_path / "g" / "fg_gated_abi.h").is_file()
+    r = run_cli("codegen", "--family", "rope", "--head-dim", "128", "--rotary-dim", "64", "--style", "gptj",
+                "--qkv-bias", "--l1-reserve", "64", "--tile", "128x128x64", "--cluster", "1x2x1", "--schedule",
+                "pingpong", "-o", str(tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    (src,) = (tmp_path / "r").glob("rope_*.cu")
+    assert src.name == "rope_sm90a_a-bf16_bias-bf16_d128_r64_gptj_t128x128x64_c1x2x1_pp_persist_l1r64.cu"
+    assert "fused_gemm/rope/sm90_rope.hpp" in src.read_text()
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["codegen", "--epilogue", "silu+bias"], "out of order"),
     (["build", "--tile", "100x128x64"], "tile M"),

@@ -27,7 +27,7 @@ def ci_builds(tmp_path_factory):
         yield build_many(preset("compile-ci") + preset("gated-compile-ci") + preset("attention-compile-ci") +
                          preset("attention-sm80-compile-ci") +
                          preset("decode-compile-ci") + preset("quant-compile-ci") +
-                         preset("int4-compile-ci"), progress=False)
+                         preset("int4-compile-ci") + preset("rope-compile-ci"), progress=False)
     finally:
         if old is None:
             os.environ.pop("FUSED_GEMM_CACHE_DIR", None)
@@ -42,7 +42,7 @@ def _gemm(builds):
 
 
 def test_representative_kernels_compile_without_perf_bugs(ci_builds):
-    assert len(ci_builds) == 11
+    assert len(ci_builds) == 12
     for r in ci_builds:
         assert not r.cached and r.library.is_file()
         assert r.problems == [], f"{r.spec.uri}: {r.problems}"   # no C7510 / C7508 / spills

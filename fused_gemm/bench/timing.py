@@ -1,10 +1,12 @@
 """GPU timing helpers: CUDA events, warm-up first, medians, inputs rotated past the L2.
 
-Variants are timed interleaved (a, b, c, b, c, a, c, a, b, ...) so that clock or thermal drift during
-a run lands on all of them alike; paired_ratios takes ratios per repetition before the median.
+Variants are timed interleaved, in a shuffled order per repetition (a, b, c, c, a, b, b, c, a, ...),
+so that clock or thermal drift during a run, and the kernel that ran just before, land on all of
+them alike; paired_ratios takes ratios per repetition before the median.
 """
 from __future__ import annotations
 
+import random
 import statistics
 from typing import Callable, Dict, List, Sequence
 
@@ -81,9 +83,11 @@ def time_samples(variants: Dict[str, Calls], graph: bool = False, reps: int = 9,
     samples: Dict[str, List[float]] = {name: [] for name in variants}
     names = list(runners)
     for rep in range(reps):
-        # Each repetition starts one variant later: a variant's clocks depend on what ran just
-        # before it (a lighter kernel leaves more power headroom), so no variant always follows the same one.
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
+        # Each repetition in its own order (seeded, so runs repeat): a power-bound kernel's clocks
+        # depend on what ran just before it (a lighter kernel leaves headroom), and a fixed or merely
+        # rotated order gives each variant the same predecessor every time.  On an H200 at
+        # M = 16384 that alone moved one kernel 6% against a copy of itself.
+        for name in random.Random(rep).sample(names, len(names)):
             samples[name].append(_event_time(runners[name], lead=not graph) / counts[name])
     return samples
 

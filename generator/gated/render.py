@@ -8,6 +8,11 @@ from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, kernel_operands
 from ..gemm.spec import DTYPES, GemmSpec
 from .spec import GatedSpec
 
+# The pair epilogue's activation functors: CUTLASS's, but SiLU our own (csrc/fused_gemm/gated: the
+# hardware exp2 and reciprocal, not expf and an IEEE division).
+PAIR_ACTIVATIONS = {**THREAD_FUNCTORS, "silu": "fused_gemm::FastSiLu"}
+
+
 def formula(spec: GatedSpec) -> str:
     b = (" + b_gate[n]", " + b_up[n]") if spec.bias else ("", "")
     x = f"{spec.activation}(alpha * x.W_gate[n]{b[0]}) * (alpha * x.W_up[n]{b[1]})"
@@ -29,7 +34,7 @@ def context(spec: GatedSpec) -> Dict[str, Any]:
         element_d=DTYPES[spec.out_dtype][0],
         element_bias=DTYPES[spec.bias_dtype][0],
         element_residual=DTYPES[spec.residual_dtype][0],
-        activation=THREAD_FUNCTORS[spec.activation],
+        activation=PAIR_ACTIVATIONS[spec.activation],
         kernel_schedule=KERNEL_SCHEDULES[spec.config.schedule][0],
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict
 
+from ..gated.render import PAIR_ACTIVATIONS
 from ..gemm.evt import THREAD_FUNCTORS, Node, build_tree
 from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, formula as gemm_formula
 from ..gemm.spec import DTYPES, GemmSpec
@@ -75,7 +76,7 @@ def _gated_context(spec: Int4Spec) -> Dict[str, Any]:
         zeros=spec.weight == "u4",
         element_d=DTYPES[spec.out_dtype][0],
         element_residual=DTYPES[spec.residual_dtype][0],
-        activation=THREAD_FUNCTORS[spec.epilogue.activation],
+        activation=PAIR_ACTIVATIONS[spec.epilogue.activation],
         kernel_schedule=KERNEL_SCHEDULES[spec.config.schedule][0],
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
     )

@@ -45,6 +45,8 @@ def _tuned_gemms(n: int, k: int, dtype: str = "bf16") -> list:
 
 PRESETS: Dict[str, Callable[[], List[RopeSpec]]] = {
     "rope-tests": _gpu_tests,
+    # one prefill kernel for the compile-only CI: GPT-J pairs, partial rotary, bias, the L1 reserve
+    "rope-compile-ci": lambda: [RopeSpec("bf16", 128, 64, "gptj", True, l1_reserve_kb=64)],
     # with the plain GEMMs perf/bench_rope.py compares against
     "rope-bench": lambda: rope_specs("bf16", 128, 0, "neox") + linear_specs("bf16", "none") + _tuned_gemms(6144, 4096)
     + [s for gpu in ("h100", "h200") for s in gpu_rope_specs(gpu, 6144, 4096)],

@@ -1,0 +1,54 @@
+"""What the gated epilogue costs: gated_linear against our plain GEMM of the same tile and launch
+options on the same packed [2I, K] weight (no activation, twice the output bytes), with torch.mm on
+it and torch.compile of the eager SwiGLU, on bench_gated's rotated inputs, in shuffled order, ratios
+per repetition.  At large M an H100/H200 runs these power-bound: what a kernel spends besides its
+MMA (the activation's instructions among it) comes off the clock of all of it.
+
+    python perf/gated_vs_gemm.py [M] [--config t128x128x64_c1x2x1_pp_persist] [--swizzle 8 --raster along_m]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+import fused_gemm
+from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
+from fused_gemm.generator import GatedSpec, GemmSpec, LaunchOptions, TileConfig
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_gated import VARIANTS, make_sets  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("m", type=int, nargs="?", default=16384)
+    ap.add_argument("--config", default="t128x128x64_c1x2x1_pp_persist")
+    ap.add_argument("--swizzle", type=int, default=8)
+    ap.add_argument("--raster", default="along_m")
+    args = ap.parse_args(argv)
+    config, launch = TileConfig.from_name(args.config), LaunchOptions(swizzle=args.swizzle, raster=args.raster)
+    gemm = fused_gemm.compile(GemmSpec("bf16", epilogue="none", config=config))
+    gated = fused_gemm.compile(GatedSpec("bf16", activation="silu", config=config))
+    warm_gpu()
+    sets = make_sets(args.m)
+    variants = {"gated_linear (as shipped)": [VARIANTS["ours"](s) for s in sets],
+                f"gated {config.name}": [lambda s=s: gated(s["x"], s["packed"], launch=launch) for s in sets],
+                f"gemm {config.name}": [lambda s=s: gemm(s["x"], s["packed"], launch=launch) for s in sets],
+                "torch.mm [2I,K]": [VARIANTS["mm_cat"](s) for s in sets],
+                "torch.compile SwiGLU": [VARIANTS["compiled"](s) for s in sets]}
+    with torch.no_grad():
+        samples = time_samples(variants, min_calls=10 if args.m >= 4096 else 64, reps=15)
+    over = paired_ratios(samples, "gated_linear (as shipped)")
+    print(f"{torch.cuda.get_device_name()}, M={args.m}, K=4096, I=14336, bf16; launch swizzle={args.swizzle} "
+          f"raster={args.raster}")
+    for name in samples:
+        print(f"  {name:<46}{statistics.median(samples[name]) * 1e6:>9.1f}us  time / gated_linear {over[name]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
