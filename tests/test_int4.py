@@ -92,7 +92,7 @@ def test_render_picks_the_decode_kernel():
 def test_render_picks_the_gated_pieces():
     src = render(Int4Spec("bf16", "u4", epilogue="silu+residual", config=RULES["sm90a"][2].config, gated=True))
     assert '#include "fused_gemm/int4_gated/sm90_int4_gated.hpp"' in src and "int4_gated_arguments<FgKernel>" in src
-    assert "fused_gemm::GatedPairOp<cutlass::epilogue::thread::SiLu<float>" in src
+    assert "fused_gemm::GatedPairOp<fused_gemm::FastSiLu<float>" in src
     assert "using ElementA = cute::tuple<ElementQuant, ElementScale, ElementScale>;" in src
     assert "Sm90PairCollectiveEpilogue<PairOp, true," in src and "static constexpr bool kZeros = true;" in src
     decode = render(Int4Spec("bf16", "s4", epilogue="silu", config=DecodeConfig(8), gated=True))
