@@ -6,9 +6,13 @@ family's: swap-AB with 64-row weight tiles and PDL, weight-bandwidth bound.  Abo
 (K = 4096, I = 14336, against torch.mm on the concatenated weight):
   M = 1024: pingpong 128x128, 2x1 cluster, swizzle 4      704 TF/s (torch.mm 657)
   M = 4096: pingpong 128x128, 1x2 cluster                 704 TF/s (torch.mm 714)
-  M = 16384: pingpong 128x192, 1x2 cluster, swizzle 4     705 TF/s (torch.mm 720)
-M <= 512 keeps the 1x2 cluster.  Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the
-runtime read the same table.
+M <= 512 keeps the 1x2 cluster.  Later, in groups of three candidates with torch.compile of the
+eager SwiGLU and torch.mm, ratios per repetition, shuffled order (perf/results/h100_sweep_gated.txt):
+  M = 2048: pingpong 128x128, 1x2 cluster, swizzle 4 along M   1.10x torch.compile, 0.98x torch.mm;
+            the 2x1 cluster, swizzle 4 row above it 0.95x / 0.86x
+  M = 16384: pingpong 128x192, 1x2 cluster, swizzle 4          1.06x / 0.97x; along M 1.05x / 0.94x
+Row bounds sit between the measured sizes.  Plain data (no torch): presets, the CLI and the runtime
+read the same table.
 """
 from __future__ import annotations
 
@@ -22,9 +26,10 @@ _DECODE = tuple(rule for rule in GEMM_RULES["sm90a"] if rule.config.swap_ab)
 SM90_RULES: Tuple[Rule, ...] = _DECODE + (
     # A 2x1 cluster needs two 128-row tiles of M: below that half of it would idle (M = 128 ran 2.5x slower).
     Rule(512, TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
-    Rule(2048, TileConfig((128, 128, 64), (2, 1, 1), "pingpong"), LaunchOptions(swizzle=4)),
+    Rule(1536, TileConfig((128, 128, 64), (2, 1, 1), "pingpong"), LaunchOptions(swizzle=4)),
+    Rule(3072, TileConfig((128, 128, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=4, raster="along_m")),
     Rule(8192, TileConfig((128, 128, 64), (1, 2, 1), "pingpong")),
-    Rule(1 << 62, TileConfig((128, 192, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=4, raster="along_m")),
+    Rule(1 << 62, TileConfig((128, 192, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=4)),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 
