@@ -146,6 +146,20 @@ def test_gated_spec_refuses_what_its_epilogue_cannot_do():
         RopeSpec(config=TileConfig((64, 24, 128), (1, 1, 1), "warpspecialized", swap_ab=True))
 
 
+def test_gated_gpu_rows_replace_a_row_of_the_table():
+    """A GPU's gated row names the max_m of a table row (else it would silently serve nothing) and a
+    config the gated epilogue runs; rule_for hands it out for that row only."""
+    from fused_gemm.generator import GatedSpec
+    from fused_gemm.generator.gated import heuristics
+    from fused_gemm.generator.gated.presets import gated_specs
+    rules = heuristics.RULES["sm90a"]
+    for gpu, rows in heuristics.GPU_ROWS.items():
+        for rule in rows:
+            (row,) = [i for i, r in enumerate(rules) if r.max_m == rule.max_m]
+            assert heuristics.rule_for("sm90a", gpu, row) == rule and GatedSpec(config=rule.config) in gated_specs()
+            assert heuristics.rule_for("sm90a", "other-gpu", row) == rules[row]
+
+
 def test_rope_l1_reserve_is_a_prefill_variant_chosen_by_m():
     from fused_gemm.generator import RopeSpec, render, spec_from_uri
     from fused_gemm.generator.rope import heuristics

@@ -8,14 +8,13 @@ dispatcher, as ``linear`` does.
 """
 from __future__ import annotations
 
-import threading
 import warnings
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from .. import checks, jit
-from ..generator import LaunchOptions, SpecError
+from ..generator import LaunchOptions
 from ..generator.gated import GatedSpec
 from ..generator.gated import heuristics
 from ..generator.gemm.spec import ACTIVATIONS
@@ -25,12 +24,11 @@ from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import GatedOp, pack_gate_up
 
 Tensor = torch.Tensor
-_selection: Dict[Tuple, Tuple[GatedOp, LaunchOptions]] = {}
-_selection_lock = threading.Lock()
+_selection = jit.Selection("gated_linear")
 
 
 def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tuple[GatedOp, LaunchOptions]:
-    """The op (and launch options) for this call's dtypes, epilogue and M bucket; memoised."""
+    """The op (and launch options) for this call's dtypes, epilogue and M row of the table; memoised."""
     bias = bias_gate if bias_gate is not None else bias_up
     for arg, t in (("x", x), ("bias_gate", bias_gate), ("bias_up", bias_up), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
@@ -38,25 +36,16 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
     row = heuristics.row_index("sm90a", m)
     key = (x.dtype, activation, None if bias is None else bias.dtype, None if residual is None else residual.dtype,
            out_dtype, row, x.get_device())
-    hit = _selection.get(key)
-    if hit is None:
-        if x.get_device() < 0:
-            raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
-        if x.dtype not in (torch.bfloat16, torch.float16):
-            raise TypeError(f"x has dtype {x.dtype}; gated_linear takes bfloat16 or float16 activations")
+
+    def choose():
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
         rule = heuristics.rule_for("sm90a", gpu_key(torch.cuda.get_device_name(x.device)), row)
-        try:
-            spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
-                             residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),
-                             residual_dtype=dtype_name("residual", key[3]), config=rule.config)
-        except SpecError as exc:
-            raise TypeError(str(exc)) from None
-        hit = (jit.compile(spec), rule.launch)
-        with _selection_lock:
-            _selection[key] = hit
-    return hit
+        spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
+                         residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),
+                         residual_dtype=dtype_name("residual", key[3]), config=rule.config)
+        return jit.compile(spec), rule.launch
+    return _selection.get(key, "x", x, choose)
 
 
 def _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out_dtype, out):

@@ -33,15 +33,14 @@ SM90_RULES: Tuple[Rule, ...] = _DECODE + (
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 
-# Rows a GPU measured otherwise (keys: fused_gemm.generator.gemm.tuned.gpu_key), replacing the row of
-# the same index.  H200, perf/sweep_gated.py at M = 16384 (81 candidates in groups of three with
-# torch.compile of the eager SwiGLU and torch.mm on [2I, K], ratios per repetition,
+# Rows a GPU measured otherwise (keys: fused_gemm.generator.gemm.tuned.gpu_key), each replacing the
+# row with the same max_m.  H200, perf/sweep_gated.py at M = 16384 (81 candidates in groups of three
+# with torch.compile of the eager SwiGLU and torch.mm on [2I, K], ratios per repetition,
 # perf/results/h200_sweep_gated.txt): 128x128 1x2 pingpong, swizzle 8 along M, the best, 1.14x
-# torch.compile and 0.99x torch.mm; the H100's row (128x192, swizzle 4 along M) 0.83x / 0.75x.  The
+# torch.compile and 0.99x torch.mm; the 128x192 row (then swizzle 4 along M) 0.83x / 0.75x.  The
 # GEMM's tuned H200 table picks that tile for the [2I, K] shape too.
-GPU_ROWS: Dict[str, Dict[int, Rule]] = {
-    "h200": {len(SM90_RULES) - 1: Rule(1 << 62, TileConfig((128, 128, 64), (1, 2, 1), "pingpong"),
-                                       LaunchOptions(swizzle=8, raster="along_m"))},
+GPU_ROWS: Dict[str, Tuple[Rule, ...]] = {
+    "h200": (Rule(1 << 62, TileConfig((128, 128, 64), (1, 2, 1), "pingpong"), LaunchOptions(swizzle=8, raster="along_m")),),
 }
 
 
@@ -50,4 +49,5 @@ def row_index(arch: str, m: int) -> int:
 
 
 def rule_for(arch: str, gpu: str, row: int) -> Rule:
-    return GPU_ROWS.get(gpu, {}).get(row) or RULES[arch][row]
+    base = RULES[arch][row]
+    return next((rule for rule in GPU_ROWS.get(gpu, ()) if rule.max_m == base.max_m), base)

@@ -12,7 +12,7 @@ def gated_specs(dtype: str = "bf16", activation: str = "silu", bias: bool = Fals
     """The kernels ``gated_linear`` uses for these arguments, one per M bucket of its table (and of
     each GPU's own rows)."""
     configs = dict.fromkeys([rule.config for rule in RULES[arch]] +
-                            [rule.config for rows in GPU_ROWS.values() for rule in rows.values()])
+                            [rule.config for rows in GPU_ROWS.values() for rule in rows])
     return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=c, arch=arch) for c in configs]
 
 
