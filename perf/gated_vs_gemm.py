@@ -5,6 +5,11 @@ per repetition.  At large M an H100/H200 runs these power-bound: what a kernel s
 MMA (the activation's instructions among it) comes off the clock of all of it.
 
     python perf/gated_vs_gemm.py [M] [--config t128x128x64_c1x2x1_pp_persist] [--swizzle 8 --raster along_m]
+                                 [--sustained SECONDS]
+
+--sustained then runs each variant alone for that long, reading the SM clock and board power from
+nvidia-smi meanwhile: cycles per call tell a kernel that does more work from one that only runs at a
+lower clock, and energy per call is what a power-bound GPU trades for speed.
 """
 from __future__ import annotations
 
@@ -23,12 +28,44 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_gated import VARIANTS, make_sets  # noqa: E402
 
 
+def sustained(calls, seconds: float, settle: float = 0.5) -> dict:
+    """One variant alone for ``seconds`` after ``settle`` seconds of ramp: time per call, and the mean
+    of nvidia-smi's SM clock (MHz) and power (W) sampled every 50 ms over the timed part."""
+    import subprocess
+    import time
+    query = ["nvidia-smi", f"--id={torch.cuda.current_device()}", "--query-gpu=clocks.sm,power.draw",
+             "--format=csv,noheader,nounits", "-lms", "50"]
+    n = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < settle:
+        calls[n % len(calls)]()
+        n += 1
+    torch.cuda.synchronize()
+    smi = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        for _ in range(4):   # a few calls queued at each sync: the GPU never waits on the host
+            calls[n % len(calls)]()
+            n += 1
+        end.record()
+        end.synchronize()
+    smi.terminate()
+    readings = [[float(v) for v in line.split(",")] for line in smi.communicate()[0].splitlines()[2:] if "," in line]
+    clock = statistics.mean(r[0] for r in readings)
+    power = statistics.mean(r[1] for r in readings)
+    per_call = start.elapsed_time(end) / 1e3 / n
+    return {"us": per_call * 1e6, "mhz": clock, "watts": power, "mcycles": per_call * clock, "mj": per_call * power * 1e3}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("m", type=int, nargs="?", default=16384)
     ap.add_argument("--config", default="t128x128x64_c1x2x1_pp_persist")
     ap.add_argument("--swizzle", type=int, default=8)
     ap.add_argument("--raster", default="along_m")
+    ap.add_argument("--sustained", type=float, default=0.0, metavar="SECONDS")
     args = ap.parse_args(argv)
     config, launch = TileConfig.from_name(args.config), LaunchOptions(swizzle=args.swizzle, raster=args.raster)
     gemm = fused_gemm.compile(GemmSpec("bf16", epilogue="none", config=config))
@@ -47,6 +84,13 @@ def main(argv=None) -> int:
           f"raster={args.raster}")
     for name in samples:
         print(f"  {name:<46}{statistics.median(samples[name]) * 1e6:>9.1f}us  time / gated_linear {over[name]:.3f}")
+    if args.sustained:
+        print(f"each alone for {args.sustained:g} s (after 0.5 s of ramp), nvidia-smi every 50 ms:")
+        with torch.no_grad():
+            for name, calls in variants.items():
+                r = sustained(calls, args.sustained)
+                print(f"  {name:<46}{r['us']:>9.1f}us {r['mhz']:>6.0f} MHz {r['watts']:>5.0f} W "
+                      f"{r['mcycles']:>8.2f} Mcycles/call {r['mj']:>6.2f} mJ/call")
     return 0
 
 

@@ -7,11 +7,12 @@ import pytest
 from fused_gemm.generator import LaunchOptions, SpecError, TileConfig
 from fused_gemm.generator.gemm import heuristics, tuned, tuning_space
 from fused_gemm.generator.gemm.presets import PRESETS
+from fused_gemm.generator.gemm.spec import config_from_name
 
 
 def test_tile_config_names_read_back():
     for c in tuning_space.SM90_BF16:
-        assert TileConfig.from_name(c.config.name) == c.config
+        assert config_from_name(c.config.name) == c.config
     assert TileConfig.from_name("t128x128x64_c1x2x1_pp_persist_e64x32").epilogue_tile == (64, 32)
     for bad in ("t128x128x64", "t128x128x64_c1x2x1_pp_persist_swapab_extra", "t128x128x64_c1x2x1_coop_persist_x"):
         with pytest.raises(SpecError):

@@ -23,8 +23,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .. import jit
-from ..generator import GemmSpec, LaunchOptions, TileConfig, build_many
+from ..generator import GemmSpec, LaunchOptions, build_many
 from ..generator.gemm import tuned, tuning_space
+from ..generator.gemm.spec import config_from_name
 from ..generator.gemm.tuned import Entry, TunedTable
 from . import environment
 from .ops import TOLERANCE, rel_error
@@ -72,7 +73,7 @@ class Cells:
 
     def op(self, config_name: str):
         if config_name not in self.ops:
-            spec = GemmSpec(_DTYPE[self.dtype], epilogue=TUNE_EPILOGUE, config=TileConfig.from_name(config_name))
+            spec = GemmSpec(_DTYPE[self.dtype], epilogue=TUNE_EPILOGUE, config=config_from_name(config_name))
             self.ops[config_name] = jit.compile(spec)
         return self.ops[config_name]
 
@@ -215,7 +216,7 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
     meta = {"measured": env["date"], "gpu": env["gpu"], "driver": env.get("driver"), "torch": env["torch"],
             "epilogue": TUNE_EPILOGUE, "minimal": minimal, "tolerance": tolerance,
             "kernels": len({c.final[0][0] for c in done})}
-    entries = tuple(Entry(dname, c.n, c.k, c.m, TileConfig.from_name(c.final[0][0]), c.final[0][1], c.final[1])
+    entries = tuple(Entry(dname, c.n, c.k, c.m, config_from_name(c.final[0][0]), c.final[0][1], c.final[1])
                     for c in done)
     return TunedTable(environment.gpu_slug(), meta, entries), cells
 

@@ -62,7 +62,11 @@ class GemmOp(KernelOp):
         self._out_size = self._out_dtype.itemsize
         self._res_size = self._res_dtype.itemsize
         self._bias_size = self._bias_dtype.itemsize
-        self._stream_k = spec.config.scheduler == "stream_k"
+        self._stream_k = not spec.decode and spec.config.scheduler == "stream_k"
+        # The decode kernel reads nothing before griddepcontrol.wait but L2 prefetches: PDL is safe
+        # after any kernel, so it is its default (the wgmma kernels take it per call).
+        self._decode_tokens = spec.config.tokens if spec.decode else 0
+        self._default_launch = LaunchOptions(pdl=True) if spec.decode and spec.pdl else DEFAULT_LAUNCH
         self._ws_sizes: Dict[tuple, int] = {}
 
     def _check_presence(self, **given) -> None:
@@ -134,9 +138,11 @@ class GemmOp(KernelOp):
         if out_dtype is not None and out_dtype is not self._out_dtype:
             raise TypeError(f"out_dtype {out_dtype} is not this kernel's output dtype {self._out_dtype}")
         if launch is None:
-            launch = DEFAULT_LAUNCH
+            launch = self._default_launch
         elif type(launch) is not LaunchOptions:
             raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
+        if self._decode_tokens:
+            self._check_decode(M, launch)
         if launch.pdl and not self._supports_pdl:
             raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control "
                              "(GemmSpec(pdl=False)); launch without PDL or use a pdl=True build")
@@ -219,6 +225,14 @@ class GemmOp(KernelOp):
                              alpha, beta, *launch.abi, dev, 0, ws_ptr, ws_bytes, raw_stream(dev))
         self.launch(problem, dev, M, N, K)
         return out
+
+    def _check_decode(self, M: int, launch: LaunchOptions) -> None:
+        if M > self._decode_tokens:
+            raise ValueError(f"x has M = {M} rows (tokens); this decode kernel ({self.spec.uri}) takes 1 to "
+                             f"{self._decode_tokens}")
+        if launch != LaunchOptions(splits=launch.splits, pdl=launch.pdl) or launch.splits > 8:
+            raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.pdl and launch.splits (1 to 8: K split "
+                             "over a cluster of that many CTAs; 1 lets the kernel choose) only")
 
     def _workspace(self, fields, launch: LaunchOptions, dev: int) -> Optional[torch.Tensor]:
         """Stream-K's workspace, from the caching allocator on this stream: stream-ordered and

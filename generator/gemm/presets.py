@@ -1,12 +1,14 @@
 """Named lists of GEMM specs, for `fused-gemm build --preset NAME` and `fused-gemm codegen --preset`.
 
 'linear' is every kernel ``fused_gemm.linear`` picks for one dtype/epilogue across all M buckets;
-'gpu-tests' is what tests/test_gpu.py runs; 'bench' what perf/bench_linear.py runs.
+'gpu-tests' is what tests/test_gpu.py runs; 'gemm-decode-tests' what tests/test_gemm_decode.py runs;
+'bench' what perf/bench_linear.py runs.
 """
 from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List
 
+from ..gemv import DecodeConfig
 from . import tuned, tuning_space
 from .heuristics import FP8_RULES, RULES
 from .spec import Epilogue, GemmSpec, TileConfig
@@ -17,6 +19,7 @@ TEST_EPILOGUES = [
     "bias+gelu_tanh+residual", "row_scale+col_scale", "row_scale+col_scale+bias+silu+residual",
 ]
 STREAM_K = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+DECODE_TEST_CONFIG = DecodeConfig(16, 4, 1)   # the decode kernel every epilogue is tested on
 
 
 def linear_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype=None, residual_dtype=None,
@@ -49,6 +52,23 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
 
 
+def decode_configs(dtype: str = "bf16"):
+    """The decode kernel's configs the tuner tries."""
+    return list(dict.fromkeys(c.config for c in tuning_space.SPACES[("sm90a", dtype)]
+                              if isinstance(c.config, DecodeConfig)))
+
+
+def _decode_tests() -> Iterable[GemmSpec]:
+    for dtype in ("bf16", "fp16"):
+        for ep in TEST_EPILOGUES:
+            yield GemmSpec(dtype, epilogue=ep, config=DECODE_TEST_CONFIG)
+        for config in decode_configs(dtype):
+            yield GemmSpec(dtype, epilogue="bias+gelu_tanh", config=config)
+    yield GemmSpec("bf16", out_dtype="fp32", epilogue="bias+residual", config=DECODE_TEST_CONFIG)
+    yield GemmSpec("bf16", epilogue="bias+residual", config=DECODE_TEST_CONFIG)   # in place
+    yield GemmSpec("bf16", epilogue="bias", pdl=False, config=DECODE_TEST_CONFIG)  # refuses pdl launches
+
+
 def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_dtype=None, residual_dtype=None,
                      bias_dtype=None, tuned_only: bool = False) -> List[GemmSpec]:
     """Every kernel ``linear`` may pick on ``gpu`` (a tuned-table key such as 'h100') for this dtype and
@@ -73,6 +93,7 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
     "tuned-h100": lambda: gpu_linear_specs("h100", epilogue="bias+gelu_tanh", tuned_only=True),
     "tuned-h200": lambda: gpu_linear_specs("h200", epilogue="bias+gelu_tanh", tuned_only=True),
     "gpu-tests": lambda: list(_gpu_tests()),
+    "gemm-decode-tests": lambda: list(_decode_tests()),
     "bench": lambda: linear_specs("bf16", "bias+gelu_tanh"),
     "compile-ci": lambda: [  # representative kernels compiled (not run) in CI
         GemmSpec("bf16", epilogue="bias+gelu_tanh"),
@@ -81,5 +102,6 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
         # a tuned table's odd-width tile with an explicit epilogue tile, under the widest epilogue and fp32 out
         GemmSpec("bf16", out_dtype="fp32", epilogue="row_scale+col_scale+bias+silu+residual",
                  config=TileConfig((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32))),
+        GemmSpec("fp16", epilogue="row_scale+col_scale+bias+silu+residual", config=DECODE_TEST_CONFIG),
     ],
 }

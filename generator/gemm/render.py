@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict
 
-from .evt import build_tree
+from .evt import THREAD_FUNCTORS, build_tree
 from .spec import DTYPES, GemmSpec
 
 ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
@@ -66,10 +66,24 @@ def formula(spec: GemmSpec) -> str:
 
 
 def template(spec: GemmSpec) -> str:
-    return f"gemm/gemm_{spec.arch[:4]}.cu.j2"
+    return f"gemm/gemm_{'decode_' if spec.decode else ''}{spec.arch[:4]}.cu.j2"
+
+
+def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
+    return dict(
+        cfg=spec.config,
+        formula=formula(spec),
+        element=DTYPES[spec.a_dtype][0],
+        element_d=DTYPES[spec.out_dtype][0],
+        element_bias=DTYPES[spec.bias_dtype][0],
+        element_c=DTYPES[spec.residual_dtype][0],
+        activation=THREAD_FUNCTORS[spec.epilogue.activation],
+    )
 
 
 def context(spec: GemmSpec) -> Dict[str, Any]:
+    if spec.decode:
+        return _decode_context(spec)
     a, b, layout_cd = kernel_operands(spec)
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
     if spec.fast_accum:

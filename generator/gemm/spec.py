@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from ..errors import SpecError
+from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig
 from ..uri import operand_dtypes, parse as uri_parse
 
 # name -> (CUTLASS element type, bits)
@@ -196,6 +197,11 @@ class TileConfig:
                 + ("_swapab" if self.swap_ab else ""))
 
 
+def config_from_name(name: str) -> Union[TileConfig, DecodeConfig]:
+    """A tile config or a decode config from its ``name`` (what tuned tables store)."""
+    return DecodeConfig.from_name(name) if name.startswith("decode_") else TileConfig.from_name(name)
+
+
 @dataclass(frozen=True)
 class GemmSpec:
     """One kernel: D[M,N] = epilogue(A[M,K] @ B^T) with fp32 accumulation.
@@ -207,6 +213,9 @@ class GemmSpec:
     picks CUTLASS's FP8FastAccum schedules (wgmma's own reduced-precision accumulation, never promoted
     to fp32: faster, less accurate at large K) over the default that adds the accumulators into fp32
     every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default).
+    A ``DecodeConfig`` in place of the tile config names the family's decode kernel
+    (csrc/fused_gemm/gemv/sm90_dense_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
+    tokens, 16-bit operands and an [N, K] weight, with the same epilogue steps but per-tensor scales.
     """
     family = "gemm"                          # class attribute: the registry entry this spec belongs to
 
@@ -217,7 +226,7 @@ class GemmSpec:
     bias_dtype: Optional[str] = None         # bias vector; default: a_dtype (out_dtype for 8/4-bit A)
     b_layout: str = "nk"
     epilogue: Epilogue = field(default_factory=Epilogue)
-    config: TileConfig = field(default_factory=TileConfig)
+    config: Union[TileConfig, DecodeConfig] = field(default_factory=TileConfig)
     pdl: bool = True
     arch: str = "sm90a"
     fast_accum: bool = False                 # fp8 only: see above
@@ -244,7 +253,9 @@ class GemmSpec:
                 raise SpecError(f"{name} {getattr(self, name)!r} must be one of {OUTPUT_DTYPES}")
         if self.b_layout not in B_LAYOUTS:
             raise SpecError(f"b_layout {self.b_layout!r} is not one of {B_LAYOUTS}")
-        if a == "e4m3":
+        if self.decode:
+            self._check_decode()
+        elif a == "e4m3":
             if self.b_layout != "nk":
                 raise SpecError("fp8 (e4m3) GEMMs need a K-major weight, b_layout 'nk' ([N, K], nn.Linear's): "
                                 "wgmma reads 8-bit operands only K-major; transpose the weight once at load")
@@ -257,10 +268,28 @@ class GemmSpec:
         elif self.fast_accum:
             raise SpecError(f"fast_accum is an fp8 mainloop option; A={a} has none")
 
+    def _check_decode(self) -> None:
+        if DTYPES[self.a_dtype][1] != 16:
+            raise SpecError(f"the decode kernel multiplies 16-bit operands (bf16, fp16), not {self.a_dtype}")
+        if self.b_layout != "nk":
+            raise SpecError("the decode kernel streams an [N, K] weight (b_layout 'nk', nn.Linear's)")
+        if self.epilogue.a_scale or self.epilogue.b_scale:
+            raise SpecError(f"epilogue {self.epilogue.name!r}: the decode kernel takes row_scale/col_scale vectors, "
+                            "not per-tensor scales (fold one into alpha)")
+        if self.fast_accum:
+            raise SpecError("fast_accum is an fp8 mainloop option; the decode kernel has none")
+
+    @property
+    def decode(self) -> bool:
+        """The decode kernel (a DecodeConfig), not a wgmma GEMM."""
+        return isinstance(self.config, DecodeConfig)
+
     @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the EVT node that reads per-tensor scales on the GPU."""
+        the decode kernel, or the EVT node that reads per-tensor scales on the GPU."""
+        if self.decode:
+            return (GEMV,)
         return ("evt",) if self.epilogue.a_scale or self.epilogue.b_scale else ()
 
     @property
@@ -277,9 +306,10 @@ class GemmSpec:
     def from_uri(cls, uri: str) -> "GemmSpec":
         return uri_parse(cls, _URI, uri, "a GEMM", lambda g: cls(
             g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
-            TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"])))
+            DecodeConfig.from_name(g["decode"]) if g["decode"] else TileConfig.from_uri_groups(g),
+            pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"])))
 
-    def with_config(self, config: TileConfig) -> "GemmSpec":
+    def with_config(self, config: Union[TileConfig, DecodeConfig]) -> "GemmSpec":
         return replace(self, config=config)
 
 
@@ -290,5 +320,5 @@ TILE_URI = (rf"_t(?P<tile>\d+x\d+x\d+)_c(?P<cluster>\d+x\d+x\d+)"
 _CONFIG_NAME = re.compile(TILE_URI[1:] + r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?$")
 _URI = re.compile(
     rf"^gemm_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_b-(?P<b>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
-    rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn){TILE_URI}"
-    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?(?P<nopdl>_nopdl)?(?P<fastacc>_fastacc)?_ep-(?P<ep>[a-z_-]+)$")
+    rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn)(?:_(?P<decode>{DECODE_URI})|{TILE_URI}"
+    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?)(?P<nopdl>_nopdl)?(?P<fastacc>_fastacc)?_ep-(?P<ep>[a-z_-]+)$")

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .heuristics import Rule
 from .launch import LaunchOptions
-from .spec import TileConfig
+from .spec import TileConfig, config_from_name
 
 TABLE_DIR = Path(__file__).with_name("tuned")
 # M values the tuner times; a call's M is served by the first bucket >= M (the last serves all above).
@@ -62,7 +62,7 @@ class Entry:
 
     @classmethod
     def from_json(cls, d: dict) -> "Entry":
-        return cls(d["dtype"], int(d["n"]), int(d["k"]), int(d["m"]), TileConfig.from_name(d["config"]),
+        return cls(d["dtype"], int(d["n"]), int(d["k"]), int(d["m"]), config_from_name(d["config"]),
                    LaunchOptions(**d.get("launch", {})), float(d.get("speedup_vs_mm", 0.0)))
 
 

@@ -10,15 +10,16 @@ kernel).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Tuple, Union
 
+from ..gemv import DecodeConfig as D
 from .launch import LaunchOptions as L
 from .spec import TileConfig as T
 
 
 @dataclass(frozen=True)
 class Candidate:
-    config: T
+    config: Union[T, D]
     min_m: int
     max_m: int
     launches: Tuple[L, ...]
@@ -37,6 +38,12 @@ _STREAM_K = (L(decomposition="stream_k"), L(), L(decomposition="data_parallel"),
              L(splits=2, decomposition="split_k"), L(splits=3, decomposition="split_k"))
 
 SM90_BF16: Tuple[Candidate, ...] = (
+    # decode: the weight-streaming GEMV (a tokens-wide MMA tile per 16 weight rows; 8 tokens serve M = 1 only,
+    # as a bucket's entry serves every M down to the previous bucket)
+    Candidate(D(16, 4, 1), 1, 16, _DECODE),
+    Candidate(D(16, 4, 2), 1, 16, _DECODE),
+    Candidate(D(16, 8, 1), 1, 16, _DECODE),
+    Candidate(D(8, 4, 1), 1, 1, _DECODE),
     # decode: swap-AB, the weight's N on the 64-row wgmma side
     Candidate(T((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 16, _DECODE),
     Candidate(T((64, 32, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 64, _DECODE),

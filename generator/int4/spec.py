@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
 
 from ..errors import SpecError
+from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig
 from ..uri import operand_dtypes, parse as uri_parse
 from ..gemm.spec import (ACTIVATIONS, ARCHES, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TILE_URI, Epilogue,
                          TileConfig, canonical_dtype)
@@ -39,38 +40,6 @@ FP8_WEIGHTS = ("e4m3",)            # per-channel fp32 scales, applied in the epi
 WEIGHTS = INT4_WEIGHTS + FP8_WEIGHTS
 TILE_K = (64, 128)                 # a k-tile must divide the group size; CUTLASS's mixed-input mainloop needs >= 64
 DEFAULT_CONFIG = TileConfig((64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True)
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """The decode kernel's shape: up to ``tokens`` (8 or 16) rows of x; CTAs of ``warps`` warps that
-    split K, each CTA owning ``blocks`` 16-row blocks of the weight (its launcher splits K further
-    across a cluster, by N and the SM count)."""
-    tokens: int = 16
-    warps: int = 4
-    blocks: int = 8
-
-    def __post_init__(self):
-        if self.tokens not in (8, 16):
-            raise SpecError(f"decode tokens {self.tokens} must be 8 or 16 (one or two 8-wide MMA tiles)")
-        if self.warps not in (1, 2, 4, 8):
-            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4 or 8")
-        if self.blocks not in (1, 2, 4, 8):
-            raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
-
-    @property
-    def name(self) -> str:
-        return f"decode_t{self.tokens}_w{self.warps}_b{self.blocks}"
-
-    @classmethod
-    def from_name(cls, name: str) -> "DecodeConfig":
-        m = re.fullmatch(_DECODE_NAME, name)
-        if not m:
-            raise SpecError(f"{name!r} is not a decode config name (decode_t<tokens>_w<warps>_b<blocks>)")
-        return cls(int(m["tokens"]), int(m["warps"]), int(m["blocks"]))
-
-
-_DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)"
 
 
 @dataclass(frozen=True)
@@ -177,7 +146,7 @@ class Int4Spec:
         if self.gated and not self.decode:
             return ("pair", "gated", "int4_gated")
         if self.decode:
-            return ("int4_decode",)
+            return ("int4_decode", GEMV)
         return ("fp8_weight",) if self.fp8_weight else ()
 
     def supports_group(self, group_size: int, k: int) -> bool:
@@ -193,7 +162,7 @@ class Int4Spec:
 _DT = r"[a-z0-9]+"
 _URI = re.compile(
     rf"^int4_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_w-(?P<w>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
-    rf"(?:_bias-(?P<bias>{_DT}))?(?:_(?P<decode>decode_t\d+_w\d+_b\d+)|{TILE_URI}(?P<swap>_swapab)?)"
+    rf"(?:_bias-(?P<bias>{_DT}))?(?:_(?P<decode>{DECODE_URI})|{TILE_URI}(?P<swap>_swapab)?)"
     rf"(?P<nopdl>_nopdl)?(?P<gated>_gated)?_ep-(?P<ep>[a-z_-]+)$")
 
 __all__ = ["ACTIVATIONS", "DEFAULT_CONFIG", "DTYPES", "DecodeConfig", "FP8_WEIGHTS", "INT4_WEIGHTS", "Int4Spec",

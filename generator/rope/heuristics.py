@@ -103,6 +103,8 @@ def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str]
     row = measured_row(gpu, n, k, m)
     if row is not None:
         return row.apply(base)
+    if gemm_rule is not None and not isinstance(gemm_rule.config, TileConfig):
+        gemm_rule = None   # the GEMM's decode kernel (a DecodeConfig) has no epilogue to fuse rope into
     rule = gemm_heuristics.pick(base.arch, m)
     spec, launch = base.with_config(rule.config), rule.launch
     if gemm_rule is not None and gemm_rule.config == rule.config:

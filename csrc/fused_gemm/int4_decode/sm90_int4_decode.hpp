@@ -24,10 +24,8 @@
 //     has finished; every copy into shared memory comes after griddepcontrol.wait.
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -38,6 +36,7 @@
 #include "cutlass/epilogue/thread/activation.h"
 #include "cutlass/numeric_types.h"
 #include "fused_gemm/common/status.h"
+#include "fused_gemm/gemv/sm90_gemv.hpp"
 
 namespace fused_gemm {
 
@@ -77,26 +76,8 @@ struct Int4DecodeTraits<cutlass::half_t> {
   using Mma = cute::SM80_16x8x16_F32F16F16F32_TN;
 };
 
-// The decode kernel's PTX.  CUTLASS and CuTe have wrappers for most of these, without "memory"
-// clobbers: the compiler may then move plain loads and stores across them (the remote stores of the
-// reduction above the cluster wait, the epilogue's reads above griddepcontrol.wait).
+// The decode kernel's own PTX (gemv:: has what the decode kernels share); "memory" clobbers as there.
 namespace int4_decode {
-
-CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
-}
-
-CUTLASS_DEVICE void wait_for_previous_grid() {
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-CUTLASS_DEVICE void allow_next_grid() {
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // (a & b) ^ c in one LOP3 (the compiler splits it in two when b and c are immediates).
 CUTLASS_DEVICE uint32_t mask_xor(uint32_t a, uint32_t b, uint32_t c) {
@@ -110,9 +91,6 @@ CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
-CUTLASS_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
-CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
-
 }  // namespace int4_decode
 
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens,
@@ -123,15 +101,15 @@ struct Int4Decode {
   using Element = typename Kernel::Element;
   using Traits = Int4DecodeTraits<Element>;
   using Mma = typename Traits::Mma;
+  using Split = gemv::SplitK<Kernel::kTokens, Kernel::kBlocks, Kernel::kWarps>;
   static constexpr int kTokens = Kernel::kTokens;
   static constexpr int kWarps = Kernel::kWarps;
   static constexpr int kBlocks = Kernel::kBlocks;
   static constexpr bool kZeros = Kernel::kZeros;
-  static_assert(kTokens == 8 || kTokens == 16, "one or two 8-token MMA tiles");
   static_assert(kBlocks == 1 || kBlocks == 2 || kBlocks == 4 || kBlocks == 8, "whole 16-byte pieces per lane");
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kRows = 16 * kBlocks;
-  static constexpr int kTiles = kTokens / 8;
+  static constexpr int kThreads = Split::kThreads;
+  static constexpr int kRows = Split::kRows;
+  static constexpr int kTiles = Split::kTiles;
   // k-blocks (16 along K) per pipeline step: K is a multiple of 32 and so is every group, so a
   // group ends only at the end of a step.
   static constexpr int kStep = 2;
@@ -139,7 +117,6 @@ struct Int4Decode {
   // 4096: the shared memory they take halves the CTAs resident per SM.
   static constexpr int kStages = 4;
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
-  static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
   static constexpr int kScalePieces = kRows * int(sizeof(Element)) / 16;   // 16-byte pieces of a group's scales
   // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
   // 1032 * sum(x) with fp32 rounding error near fp16's tolerance, so fp16 takes the offset off
@@ -162,20 +139,16 @@ struct Int4Decode {
     Element zero[kZeros ? kRows : 8];
   };
   static_assert(sizeof(Stage) % 16 == 0 && (kRows * sizeof(Element)) % 16 == 0);
-  static constexpr int kMaxRanks = 8;            // the launcher's largest cluster
-  static constexpr int kEntries = kTokens * kRows;
   struct SharedStorage {
     union {
       Stage stages[kWarps][kStages];
-      float partial[kWarps][kTokens * kPitch];
+      typename Split::Partials partial;
     };
-    // Where the cluster's CTAs put their partial sums of this CTA's share of the outputs: written by
-    // other CTAs at any time after the start, so it shares memory with nothing.
-    float inbox[kEntries + kMaxRanks];
+    typename Split::Inbox inbox;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
-  using Acc = float[kBlocks][kTiles][4];
+  using Acc = typename Split::Acc;
 
   // Where groups end in a warp's range of k-blocks, walked forward without a division per step.
   struct Groups {
@@ -238,9 +211,6 @@ struct Int4Decode {
     }
   };
 
-  // Where output entry e (token-major: e = token * kRows + row) sits in a partial-sum array.
-  CUTLASS_DEVICE static int slot(int e) { return (e / kRows) * kPitch + e % kRows; }
-
   // The epilogue of the output at packed row `row` of token `token` (a gate row for a gated weight,
   // whose up is `partner`): act(alpha * sum + bias) + beta * residual, or act(alpha * gate) *
   // (alpha * up) + beta * residual.
@@ -267,14 +237,8 @@ struct Int4Decode {
   }
 
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
-    namespace cg = cooperative_groups;
     int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    cg::cluster_group cluster = cg::this_cluster();
-    int const ranks = int(cluster.num_blocks());
-    int const rank = int(cluster.block_rank());
-    // Half of a cluster barrier now, so that the wait before the first remote store (that every
-    // CTA has started) costs nothing by then.
-    if (ranks > 1) int4_decode::cluster_arrive_relaxed();
+    Split::start();
     int const block0 = blockIdx.y * kBlocks;                      // the CTA's first 16-row block of W
     int const blocks = min(kBlocks, p.blocks_n - block0);
     // This warp's k-steps: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
@@ -290,10 +254,10 @@ struct Int4Decode {
     // cannot make a load see stale bytes, even of a weight that kernel has just written.
     if (lane == 0) {
       for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
-        int4_decode::prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
+        gemv::prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
       }
     }
-    int4_decode::wait_for_previous_grid();
+    gemv::wait_for_previous_grid();
 
     Copier copier;
     copier.w = rows + kb_begin * kblock_words + 4 * lane;
@@ -421,57 +385,10 @@ struct Int4Decode {
     // The next kernel may start (and prefetch) during the reduction.  Letting it start right after
     // griddepcontrol.wait ran 4096 x 14336 1.3x slower on an H100: its CTAs' prefetches and slots
     // compete with this kernel's streaming.
-    int4_decode::allow_next_grid();
-    __syncthreads();   // the partials below reuse the stages' memory
-
-    // The warps' partials -> the CTA's (in partial[0]) -> the cluster's, each CTA finishing a
-    // share of the outputs.
-    CUTLASS_PRAGMA_UNROLL
-    for (int b = 0; b < kBlocks; ++b) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int t = 0; t < kTiles; ++t) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          int const row = 16 * b + lane / 4 + 8 * (i / 2);
-          int const token = 8 * t + 2 * (lane % 4) + i % 2;
-          smem.partial[warp][token * kPitch + row] = acc[b][t][i];
-        }
-      }
-    }
-    __syncthreads();
-    int const tokens = min(p.m, kTokens);
-    // Each thread sums the warps' partials of entries e = threadIdx.x + k * kThreads, and only it
-    // reads them again below (a push or a store): no barrier between.
-    for (int e = threadIdx.x; e < tokens * kRows; e += kThreads) {
-      int const at = slot(e);
-      float sum = 0.f;
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < kWarps; ++v) sum += smem.partial[v][at];
-      smem.partial[0][at] = sum;
-    }
-    // The cluster's sums: each CTA pushes its partials of every other CTA's share into that CTA's
-    // inbox, one barrier, and each sums its own inbox.  (Pulling would need a second barrier, so
-    // that no CTA leaves while another still reads its shared memory.)
-    int const entries = tokens * kRows;
-    if (ranks > 1) {
-      int const slice = (entries + ranks - 1) / ranks;
-      int4_decode::cluster_wait();     // every CTA has started: its inbox exists
-      for (int e = threadIdx.x; e < entries; e += kThreads) {
-        int const owner = e / slice;
-        float *inbox = cluster.map_shared_rank(smem.inbox, owner);
-        inbox[rank * slice + e - owner * slice] = smem.partial[0][slot(e)];
-      }
-      cluster.sync();
-      int const first = rank * slice;
-      store_all(p, block0, first, min(entries, first + slice), [&](int e) {
-        float sum = 0.f;
-        for (int q = 0; q < ranks; ++q) sum += smem.inbox[q * slice + e - first];
-        return sum;
-      });
-    } else {
-      if constexpr (Kernel::kGated) __syncthreads();   // a gate's up was summed by another thread
-      store_all(p, block0, 0, entries, [&](int e) { return smem.partial[0][slot(e)]; });
-    }
+    gemv::allow_next_grid();
+    Split::finish(acc, smem.partial, smem.inbox, p.m, [&](int first, int last, auto const &sum) {
+      store_all(p, block0, first, last, sum);
+    });
   }
 
   // The outputs of entries [first, last), from their sums: one per entry, or with a gated weight one
@@ -498,7 +415,7 @@ template <class Kernel>
 struct Int4DecodeLauncher {
   using Problem = typename Kernel::Problem;
   using Decode = Int4Decode<Kernel>;
-  static constexpr int kMaxSplits = Decode::kMaxRanks;   // the portable cluster size
+  using Setup = gemv::DeviceSetup<Decode>;
 
   static int can_implement(Problem const &p) {
     if (p.m < 1 || p.m > Decode::kTokens) {
@@ -528,39 +445,7 @@ struct Int4DecodeLauncher {
   }
 
   static int prepare_device(int device) {
-    static std::atomic<bool> prepared[kMaxDevices] = {};
-    if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
-    if (prepared[device].load(std::memory_order_acquire)) return FG_OK;
-    // Also loads the module now, not inside a graph capture.
-    cudaError_t err = cudaFuncSetAttribute(int4_decode_kernel<Decode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Decode::kSmemBytes);
-    int sms = 0;
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      return fail(FG_ERR_CUDA, std::string("preparing the int4 decode kernel: ") + cudaGetErrorString(err));
-    }
-    sm_counts()[device].store(sms, std::memory_order_relaxed);
-    prepared[device].store(true, std::memory_order_release);
-    return FG_OK;
-  }
-
-  // Each device's SM count, found by prepare_device.
-  static std::atomic<int> *sm_counts() {
-    static std::atomic<int> counts[kMaxDevices] = {};
-    return counts;
-  }
-
-  // K-slices per row group: the fewest (a power of two, up to a cluster of 8) that give about two
-  // CTAs per SM, while each warp keeps at least two steps of K.  On an H100, fewer and larger CTAs
-  // (all resident at once) ran 4096-row weights 1.5x slower.  Two per SM is a target for the
-  // table's kernels (16-token kernels with 8 warps fit one per SM and run in waves).
-  static int splits(Problem const &p, int row_groups) {
-    int const target = 2 * sm_counts()[p.device].load(std::memory_order_relaxed);
-    int const max_by_k = int(p.k / (16 * Decode::kStep * 2 * Decode::kWarps));
-    int s = 1;
-    while (s < kMaxSplits && row_groups * s < target && 2 * s <= max_by_k) s *= 2;
-    return s;
+    return Setup::prepare(device, int4_decode_kernel<Decode>, Decode::kSmemBytes, "int4 decode kernel");
   }
 
   static int run(Problem const &p) {
@@ -574,35 +459,12 @@ struct Int4DecodeLauncher {
     d.blocks_n = int(p.n / 16);
     d.alpha = p.alpha, d.beta = p.beta;
     int const row_groups = (d.blocks_n + Decode::kBlocks - 1) / Decode::kBlocks;
-    int const s = splits(p, row_groups);
-
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(s, row_groups, 1);
-    config.blockDim = dim3(Decode::kThreads, 1, 1);
-    config.dynamicSmemBytes = Decode::kSmemBytes;
-    config.stream = static_cast<cudaStream_t>(p.stream);
-    cudaLaunchAttribute attributes[2];
-    int count = 0;
-    if (s > 1) {   // without one, every CTA is a cluster of its own
-      attributes[count].id = cudaLaunchAttributeClusterDimension;
-      attributes[count].val.clusterDim.x = s;
-      attributes[count].val.clusterDim.y = 1;
-      attributes[count].val.clusterDim.z = 1;
-      ++count;
-    }
-    if (p.pdl) {
-      attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attributes[count].val.programmaticStreamSerializationAllowed = 1;
-      ++count;
-    }
-    config.attrs = attributes;
-    config.numAttrs = count;
-    cudaError_t err = cudaLaunchKernelEx(&config, int4_decode_kernel<Decode>, d);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      return fail(FG_ERR_CUDA, std::string("int4 decode launch: ") + cudaGetErrorString(err));
-    }
-    return FG_OK;
+    // Each warp keeps at least two steps of K; 16-token kernels with 8 warps fit one CTA per SM and
+    // run in waves.
+    int const splits = gemv::choose_splits(Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
+                                           Decode::kWarps, 2, 0);
+    return gemv::launch(int4_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
+                        p.stream, p.pdl != 0, "int4 decode");
   }
 };
 

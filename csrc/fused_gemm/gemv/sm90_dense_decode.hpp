@@ -1,0 +1,313 @@
+// The GEMM family's decode kernel (M <= 16 tokens): D[M, N] = epi(X[M, K] . W^T) for a 16-bit
+// nn.Linear weight W [N, K], as a weight-streaming GEMV on mma.sync, behind the family's C ABI
+// (FgGemmProblem).
+//
+// Decode is bound by the weight's bytes, and at 4096 x 4096 (32 MB, ~11 us on an H100) by what a
+// kernel spends before and after streaming them.  The wgmma kernels tile for reuse a few tokens
+// cannot give; this one streams the weight from every SM with loads straight into registers:
+//   * Lane (g, q) = (lane / 4, lane % 4) of a warp loads 16 bytes (8 values along K) of rows g and
+//     g + 8 of each 16-row block: a warp's load covers 64 contiguous bytes of 8 rows, two loads a
+//     row's 128-byte line.  No reorder of W: the MMA's K order is permuted instead.  The m16n8k16 A
+//     fragment wants columns {2q, 2q+1, 2q+8, 2q+9} of a 16-wide K step; taking those to be the
+//     lane's own 8q .. 8q+3 (and 8q+4 .. 8q+7 for a second MMA) permutes K within every 32 values
+//     alike for all lanes, and X's B fragment (token g, the same columns) is then one 16-byte load
+//     of X's row at 8q.  A dot product does not care about the order of K.
+//   * Each warp keeps two stages of kUnroll 64-wide chunks of K in flight (registers, double
+//     buffered): with several CTAs per SM that is tens of KB per SM in flight, what HBM's latency
+//     times its bandwidth asks for.
+//   * With PDL, L2 bulk prefetches of each warp's first chunks go out before the previous kernel
+//     has finished, and the next kernel may start once this one's loads are issued: launch gap, ramp
+//     and tail overlap the neighbours' streaming.  Every load into registers comes after
+//     griddepcontrol.wait (L2 is the point of coherence: a prefetch cannot make a load see stale
+//     bytes, even of a weight the previous kernel wrote).
+//   * gemv::SplitK sums the warps' and the cluster's partials; the epilogue is a scalar
+//     act(alpha * row_scale[m] * col_scale[n] * sum + bias[n]) + beta * C[m, n] per output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cute/arch/mma_sm80.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/numeric_types.h"
+#include "fused_gemm/common/status.h"
+#include "fused_gemm/gemv/sm90_gemv.hpp"
+
+namespace fused_gemm {
+
+struct DenseDecodeParams {
+  void const *x;            // [M, K] row-major
+  void const *w;            // [N, K] row-major
+  void const *bias;         // [N] or null
+  float const *row_scale;   // [M] or null
+  float const *col_scale;   // [N] or null
+  void const *c;            // residual [M, N] or null
+  void *d;                  // [M, N]
+  int64_t ldx, ldw, ldc, ldd;
+  int m, n, k;
+  float alpha, beta;
+};
+
+namespace dense_decode {
+
+template <class Element>
+struct MmaFor;
+template <>
+struct MmaFor<cutlass::bfloat16_t> {
+  using type = cute::SM80_16x8x16_F32BF16BF16F32_TN;
+};
+template <>
+struct MmaFor<cutlass::half_t> {
+  using type = cute::SM80_16x8x16_F32F16F16F32_TN;
+};
+
+// 16 bytes, or zeros where `valid` is false (predicated: no branch per load).  The weight is read
+// once, by one warp: not kept in L1 (kStreaming); X is read by every warp of its K slice: through L1.
+#define FG_DENSE_DECODE_LOAD16(cache_op)                                            \
+  "{\n"                                                                             \
+  "  .reg .pred p;\n"                                                               \
+  "  setp.ne.b32 p, %5, 0;\n"                                                       \
+  "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"         \
+  "  @p ld.global.nc" cache_op ".v4.u32 {%0, %1, %2, %3}, [%4];\n"                   \
+  "}\n"
+
+template <bool kStreaming>
+CUTLASS_DEVICE uint4 load16(void const *ptr, bool valid) {
+  uint4 v;
+  if constexpr (kStreaming) {
+    asm volatile(FG_DENSE_DECODE_LOAD16(".L1::no_allocate")
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr), "r"(int(valid)));
+  } else {
+    asm volatile(FG_DENSE_DECODE_LOAD16("")
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr), "r"(int(valid)));
+  }
+  return v;
+}
+#undef FG_DENSE_DECODE_LOAD16
+
+}  // namespace dense_decode
+
+// Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens, kWarps,
+// kBlocks, kBias, kRowScale, kColScale, kResidual.
+template <class Kernel>
+struct DenseDecode {
+  using Element = typename Kernel::Element;
+  using Mma = typename dense_decode::MmaFor<Element>::type;
+  using Split = gemv::SplitK<Kernel::kTokens, Kernel::kBlocks, Kernel::kWarps>;
+  static constexpr int kTokens = Kernel::kTokens;
+  static constexpr int kWarps = Kernel::kWarps;
+  static constexpr int kBlocks = Kernel::kBlocks;
+  static constexpr int kTiles = Split::kTiles;
+  static constexpr int kThreads = Split::kThreads;
+  static constexpr int kRows = Split::kRows;
+  static constexpr int kChunk = 64;                       // K per chunk: a row's 128-byte line
+  // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
+  // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM.
+  static constexpr int kUnroll = kBlocks >= 2 ? 1 : 2;
+  static constexpr int kAhead = 8;                        // chunks per row prefetched to L2 before the wait
+  static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
+
+  struct SharedStorage {
+    typename Split::Partials partial;
+    typename Split::Inbox inbox;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+
+  // One chunk of one warp: w[b][h][s] = 8 values of row 16b + g + 8h at K offset 32s + 8q; x[t][s]
+  // the 8 values of token 8t + g there.
+  struct Chunk {
+    uint4 w[kBlocks][2][2];
+    uint4 x[kTiles][2];
+  };
+  using Stage = Chunk[kUnroll];
+
+  struct Lane {
+    Element const *w[kBlocks][2];   // rows 16b + g + 8h (clamped to N - 1), at K offset 8q
+    Element const *x[kTiles];       // tokens 8t + g (clamped to M - 1), at K offset 8q
+    bool token_valid[kTiles];
+  };
+
+  CUTLASS_DEVICE static void load(Chunk &c, Lane const &lane, int chunk, int chunk_end, int k) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int s = 0; s < 2; ++s) {
+      int const kk = chunk * kChunk + 32 * s;             // + 8q, in the lane's pointers
+      bool const valid = chunk < chunk_end && kk + 8 * (threadIdx.x % 4) < k;   // K is a multiple of 8
+      CUTLASS_PRAGMA_UNROLL
+      for (int b = 0; b < kBlocks; ++b) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          c.w[b][h][s] = dense_decode::load16<true>(lane.w[b][h] + kk, valid);
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < kTiles; ++t) {
+        c.x[t][s] = dense_decode::load16<false>(lane.x[t] + kk, valid && lane.token_valid[t]);
+      }
+    }
+  }
+
+  CUTLASS_DEVICE static void compute(typename Split::Acc &acc, Chunk const &c) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int s = 0; s < 2; ++s) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {   // the lane's values 4 half .. 4 half + 3 as one MMA's K
+        CUTLASS_PRAGMA_UNROLL
+        for (int b = 0; b < kBlocks; ++b) {
+          uint4 const &lo = c.w[b][0][s], &hi = c.w[b][1][s];   // rows g, g + 8
+          uint32_t const a0 = half ? lo.z : lo.x, a2 = half ? lo.w : lo.y;
+          uint32_t const a1 = half ? hi.z : hi.x, a3 = half ? hi.w : hi.y;
+          CUTLASS_PRAGMA_UNROLL
+          for (int t = 0; t < kTiles; ++t) {
+            uint4 const &xv = c.x[t][s];
+            uint32_t const b0 = half ? xv.z : xv.x, b1 = half ? xv.w : xv.y;
+            float *d = acc[b][t];
+            Mma::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, b0, b1, d[0], d[1], d[2], d[3]);
+          }
+        }
+      }
+    }
+  }
+
+  // act(alpha * row_scale[token] * col_scale[n] * sum + bias[n]) + beta * C[token, n].
+  CUTLASS_DEVICE static void store(DenseDecodeParams const &p, int token, int n, float sum) {
+    float v = p.alpha * sum;
+    if constexpr (Kernel::kRowScale) v *= p.row_scale[token];
+    if constexpr (Kernel::kColScale) v *= p.col_scale[n];
+    if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
+    v = typename Kernel::Activation{}(v);
+    if constexpr (Kernel::kResidual) {
+      v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
+    }
+    static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
+  }
+
+  static __device__ void run(DenseDecodeParams const &p, SharedStorage &smem) {
+    int const lane_id = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int const g = lane_id / 4, q = lane_id % 4;
+    Split::start();
+    int const row0 = blockIdx.y * kRows;                        // the CTA's first row of W
+    // This warp's chunks: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
+    int const chunks = (p.k + kChunk - 1) / kChunk;
+    int const cta_begin = int(int64_t(chunks) * blockIdx.x / gridDim.x);
+    int const cta_chunks = int(int64_t(chunks) * (blockIdx.x + 1) / gridDim.x) - cta_begin;
+    int const begin = cta_begin + cta_chunks * warp / kWarps;
+    int const end = cta_begin + cta_chunks * (warp + 1) / kWarps;
+
+    Lane lane;
+    CUTLASS_PRAGMA_UNROLL
+    for (int b = 0; b < kBlocks; ++b) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        int const row = min(row0 + 16 * b + g + 8 * h, p.n - 1);   // rows past N: loaded, never stored
+        lane.w[b][h] = static_cast<Element const *>(p.w) + row * p.ldw + 8 * q;
+      }
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int t = 0; t < kTiles; ++t) {
+      int const token = 8 * t + g;
+      lane.token_valid[t] = token < p.m;
+      lane.x[t] = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 8 * q;
+    }
+
+    // Only L2 prefetches run ahead of the previous kernel: lanes 0 .. kRows - 1 each take one of the
+    // CTA's rows, the warp's first chunks of it.
+    if (lane_id < kRows && begin < end) {
+      int const row = min(row0 + lane_id, p.n - 1);
+      int const k0 = begin * kChunk;
+      int const k1 = min(min(end, begin + kAhead) * kChunk, p.k);
+      Element const *at = static_cast<Element const *>(p.w) + row * p.ldw + k0;
+      gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
+    }
+    gemv::wait_for_previous_grid();
+
+    typename Split::Acc acc = {};
+    Stage s0, s1;
+    CUTLASS_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, begin + u, end, p.k);
+    for (int c = begin; c < end; c += 2 * kUnroll) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) load(s1[u], lane, c + kUnroll + u, end, p.k);
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) compute(acc, s0[u]);
+      if (c + kUnroll >= end) break;
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, c + 2 * kUnroll + u, end, p.k);
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) compute(acc, s1[u]);
+    }
+    // Every load is issued: the next kernel may start (and prefetch) during the reduction.
+    gemv::allow_next_grid();
+
+    Split::finish(acc, smem.partial, smem.inbox, p.m, [&](int first, int last, auto const &sum) {
+      for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
+        int const token = e / kRows, n = row0 + e % kRows;
+        if (n < p.n) store(p, token, n, sum(e));
+      }
+    });
+  }
+};
+
+template <class Decode>
+__global__ void __launch_bounds__(Decode::kThreads) dense_decode_kernel(DenseDecodeParams const p) {
+  extern __shared__ __align__(16) char smem[];
+  Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
+}
+
+// The launcher behind the C exports (the interface of Sm90Launcher) for FgGemmProblem.
+template <class Kernel>
+struct DenseDecodeLauncher {
+  using Problem = typename Kernel::Problem;
+  using Decode = DenseDecode<Kernel>;
+  using Setup = gemv::DeviceSetup<Decode>;
+
+  static int can_implement(Problem const &p) {
+    if (p.m < 1 || p.m > Decode::kTokens) {
+      return fail(FG_ERR_INVALID, "M = " + std::to_string(p.m) + " tokens: this decode kernel takes 1 to " +
+                                      std::to_string(Decode::kTokens));
+    }
+    if (p.n < 1 || p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
+    if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
+    auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
+    if (p.lda % 8 || p.ldb % 8 || misaligned(p.a) || misaligned(p.b)) {
+      return fail(FG_ERR_INVALID, "x and the weight must be 16-byte aligned, their rows 16 bytes apart");
+    }
+    if (p.ldd < p.n || (Kernel::kResidual && p.ldc < p.n)) return fail(FG_ERR_INVALID, "output/residual rows too short");
+    if ((p.n + Decode::kRows - 1) / Decode::kRows > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
+    if (p.splits > gemv::kMaxRanks) {
+      return fail(FG_ERR_INVALID, "splits = " + std::to_string(p.splits) + ": a decode kernel splits K over at most " +
+                                      std::to_string(gemv::kMaxRanks) + " CTAs (a cluster)");
+    }
+    return FG_OK;
+  }
+
+  static int workspace_size(Problem const &, size_t *bytes) {
+    *bytes = 0;
+    return FG_OK;
+  }
+
+  static int prepare_device(int device) {
+    return Setup::prepare(device, dense_decode_kernel<Decode>, Decode::kSmemBytes, "dense decode kernel");
+  }
+
+  static int run(Problem const &p) {
+    if (int rc = can_implement(p)) return rc;
+    if (int rc = prepare_device(p.device)) return rc;
+    DenseDecodeParams d{};
+    d.x = p.a, d.w = p.b, d.bias = p.bias, d.c = p.c, d.d = p.d;
+    d.row_scale = static_cast<float const *>(p.row_scale);
+    d.col_scale = static_cast<float const *>(p.col_scale);
+    d.ldx = p.lda, d.ldw = p.ldb, d.ldc = p.ldc, d.ldd = p.ldd;
+    d.m = int(p.m), d.n = int(p.n), d.k = int(p.k);
+    d.alpha = p.alpha, d.beta = p.beta;
+    int const row_groups = int((p.n + Decode::kRows - 1) / Decode::kRows);
+    int const chunks = int((p.k + Decode::kChunk - 1) / Decode::kChunk);
+    int const splits =
+        gemv::choose_splits(Setup::sms(p.device), row_groups, chunks, Decode::kWarps, Decode::kMinChunks, p.splits);
+    return gemv::launch(dense_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
+                        p.stream, p.pdl != 0, "dense decode");
+  }
+};
+
+}  // namespace fused_gemm

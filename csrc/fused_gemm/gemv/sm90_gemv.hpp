@@ -1,0 +1,216 @@
+// What the weight-streaming decode kernels share (M <= 16 tokens; the int4 family's and the GEMM
+// family's dense one): a CTA owns 16 * kBlocks output features (rows of W) and a slice of K, its
+// warps split the slice again, and a cluster of `splits` CTAs (grid x) splits K further.  Each warp
+// ends with mma.m16n8k16 C fragments, acc[block][token tile][4]; SplitK sums them over the warps
+// (shared memory) and over the cluster (distributed shared memory: no workspace, no second kernel,
+// nothing to zero), then hands each CTA its share of the outputs to store.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "cutlass/cutlass.h"
+#include "fused_gemm/common/status.h"
+
+namespace fused_gemm::gemv {
+
+// PTX.  CUTLASS and CuTe have wrappers for most of these, without "memory" clobbers: the compiler
+// may then move plain loads and stores across them (the remote stores of the reduction above the
+// cluster wait, the epilogue's reads above griddepcontrol.wait).
+CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+}
+
+CUTLASS_DEVICE void wait_for_previous_grid() {
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+CUTLASS_DEVICE void allow_next_grid() {
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+CUTLASS_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
+CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+
+constexpr int kMaxRanks = 8;   // the largest portable cluster: K-slices per row group
+
+// The sums of a CTA's kTokens x (16 kBlocks) outputs, over its kWarps warps and its cluster.
+template <int kTokens, int kBlocks, int kWarps>
+struct SplitK {
+  static_assert(kTokens == 8 || kTokens == 16, "one or two 8-token MMA tiles");
+  static constexpr int kRows = 16 * kBlocks;
+  static constexpr int kTiles = kTokens / 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kPitch = kRows + 4;       // floats: a quad's four tokens land in different banks
+  static constexpr int kEntries = kTokens * kRows;
+  using Acc = float[kBlocks][kTiles][4];
+
+  // The warps' partials: may share memory with the mainloop's buffers (finish() syncs first).
+  struct Partials {
+    float v[kWarps][kTokens * kPitch];
+  };
+  // Where the cluster's CTAs put their partial sums of this CTA's share of the outputs: written by
+  // other CTAs at any time after the start, so it shares memory with nothing.
+  struct Inbox {
+    float v[kEntries + kMaxRanks];
+  };
+
+  // Where output entry e (token-major: e = token * kRows + row) sits in a partial-sum array.
+  CUTLASS_DEVICE static int slot(int e) { return (e / kRows) * kPitch + e % kRows; }
+
+  // Half of a cluster barrier, at the kernel's start: the wait before the first remote store (that
+  // every CTA of the cluster has started, so its inbox exists) then costs nothing.
+  CUTLASS_DEVICE static void start() {
+    if (cooperative_groups::this_cluster().num_blocks() > 1) cluster_arrive_relaxed();
+  }
+
+  // Sums every warp's acc into the CTA's, then the cluster's, and calls store(first, last, sum) for
+  // this CTA's share [first, last) of the m x kRows entries, sum(e) giving entry e's total.  The
+  // shares are whole multiples of 16 rows when kRows * ranks allows it (a gated weight's pairs).
+  template <class Store>
+  CUTLASS_DEVICE static void finish(Acc const &acc, Partials &partial, Inbox &inbox, int m, Store const &store) {
+    namespace cg = cooperative_groups;
+    int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __syncthreads();   // the partials may reuse the mainloop's memory
+    CUTLASS_PRAGMA_UNROLL
+    for (int b = 0; b < kBlocks; ++b) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < kTiles; ++t) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < 4; ++i) {   // C fragment: values 0, 1 row n; 2, 3 row n + 8; tokens 2q, 2q + 1
+          int const row = 16 * b + lane / 4 + 8 * (i / 2);
+          int const token = 8 * t + 2 * (lane % 4) + i % 2;
+          partial.v[warp][token * kPitch + row] = acc[b][t][i];
+        }
+      }
+    }
+    __syncthreads();
+    int const entries = (m < kTokens ? m : kTokens) * kRows;
+    // Each thread sums the warps' partials of entries e = threadIdx.x + j * kThreads, and only it
+    // reads them again below (a push or a store): no barrier between.
+    for (int e = threadIdx.x; e < entries; e += kThreads) {
+      int const at = slot(e);
+      float sum = 0.f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < kWarps; ++v) sum += partial.v[v][at];
+      partial.v[0][at] = sum;
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    int const ranks = int(cluster.num_blocks());
+    if (ranks == 1) {
+      __syncthreads();   // a store may read an entry another thread summed (a gate's up)
+      store(0, entries, [&](int e) { return partial.v[0][slot(e)]; });
+      return;
+    }
+    // Each CTA pushes its partials of every other CTA's share into that CTA's inbox, one barrier,
+    // and each sums its own inbox.  (Pulling would need a second barrier, so that no CTA leaves
+    // while another still reads its shared memory.)
+    int const rank = int(cluster.block_rank());
+    int const slice = (entries + ranks - 1) / ranks;
+    cluster_wait();
+    for (int e = threadIdx.x; e < entries; e += kThreads) {
+      int const owner = e / slice;
+      float *remote = cluster.map_shared_rank(inbox.v, owner);
+      remote[rank * slice + e - owner * slice] = partial.v[0][slot(e)];
+    }
+    cluster.sync();
+    int const first = rank * slice;
+    store(first, min(entries, first + slice), [&](int e) {
+      float sum = 0.f;
+      for (int q = 0; q < ranks; ++q) sum += inbox.v[q * slice + e - first];
+      return sum;
+    });
+  }
+};
+
+// Once per device and kernel: the dynamic shared memory attribute (which also loads the module now,
+// not inside a graph capture) and the SM count the split choice needs.
+template <class Tag>
+struct DeviceSetup {
+  template <class KernelFn>
+  static int prepare(int device, KernelFn kernel, int smem_bytes, char const *what) {
+    if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
+    if (prepared()[device].load(std::memory_order_acquire)) return FG_OK;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+    int sms = 0;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FG_ERR_CUDA, std::string("preparing the ") + what + ": " + cudaGetErrorString(err));
+    }
+    sm_counts()[device].store(sms, std::memory_order_relaxed);
+    prepared()[device].store(true, std::memory_order_release);
+    return FG_OK;
+  }
+
+  static int sms(int device) { return sm_counts()[device].load(std::memory_order_relaxed); }
+
+ private:
+  static std::atomic<bool> *prepared() {
+    static std::atomic<bool> flags[kMaxDevices] = {};
+    return flags;
+  }
+  static std::atomic<int> *sm_counts() {
+    static std::atomic<int> counts[kMaxDevices] = {};
+    return counts;
+  }
+};
+
+// K-slices per row group: the fewest (a power of two, up to a cluster of kMaxRanks) that give about
+// two CTAs per SM, while every slice keeps at least `min_units` units of K per warp (`k_units` in
+// all).  On an H100, fewer and larger CTAs (all resident at once) ran 4096-row int4 weights 1.5x
+// slower.  `requested` > 1 (a launch option) overrides the choice.
+inline int choose_splits(int sms, int row_groups, int k_units, int warps, int min_units, int requested) {
+  if (requested > 1) return requested < kMaxRanks ? requested : kMaxRanks;
+  int const max_by_k = k_units / (min_units * warps);
+  int s = 1;
+  while (s < kMaxRanks && row_groups * s < 2 * sms && 2 * s <= max_by_k) s *= 2;
+  return s;
+}
+
+// Grid (splits, row_groups), a cluster along x when splits > 1, PDL when asked.
+template <class Params>
+int launch(void (*kernel)(Params), Params const &params, int splits, int row_groups, int threads, int smem_bytes,
+           void *stream, bool pdl, char const *what) {
+  if (pdl && !(kFeatures & FG_FEATURE_PDL)) {   // the kernel would not wait for the previous one
+    return fail(FG_ERR_INVALID, std::string(what) + ": launch with pdl=True, but this library was built without "
+                                "grid-dependency control (pdl=False); launch without PDL or use a pdl=True build");
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(splits, row_groups, 1);
+  config.blockDim = dim3(threads, 1, 1);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attributes[2];
+  int count = 0;
+  if (splits > 1) {   // without one, every CTA is a cluster of its own
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = splits;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (pdl) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
+  cudaError_t err = cudaLaunchKernelEx(&config, kernel, params);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return fail(FG_ERR_CUDA, std::string(what) + " launch: " + cudaGetErrorString(err));
+  }
+  return FG_OK;
+}
+
+}  // namespace fused_gemm::gemv

@@ -1,0 +1,44 @@
+"""The weight-streaming decode kernels' shape (csrc/fused_gemm/gemv: the int4 family's decode kernel and
+the GEMM family's dense one): a config that names one of them in place of a wgmma ``TileConfig``.
+Plain data; the families' specs check what else their kernel needs."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import SpecError
+
+CSRC_FOLDER = "gemv"   # the shared split-K reduction, launch and device set-up (sm90_gemv.hpp)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """The decode kernel's shape: up to ``tokens`` (8 or 16) rows of x; CTAs of ``warps`` warps that
+    split K, each CTA owning ``blocks`` 16-row blocks of the weight (its launcher splits K further
+    across a cluster, by N and the SM count)."""
+    tokens: int = 16
+    warps: int = 4
+    blocks: int = 8
+
+    def __post_init__(self):
+        if self.tokens not in (8, 16):
+            raise SpecError(f"decode tokens {self.tokens} must be 8 or 16 (one or two 8-wide MMA tiles)")
+        if self.warps not in (1, 2, 4, 8):
+            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4 or 8")
+        if self.blocks not in (1, 2, 4, 8):
+            raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
+
+    @property
+    def name(self) -> str:
+        return f"decode_t{self.tokens}_w{self.warps}_b{self.blocks}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "DecodeConfig":
+        m = re.fullmatch(DECODE_NAME, name)
+        if not m:
+            raise SpecError(f"{name!r} is not a decode config name (decode_t<tokens>_w<warps>_b<blocks>)")
+        return cls(int(m["tokens"]), int(m["warps"]), int(m["blocks"]))
+
+
+DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)"
+DECODE_URI = r"decode_t\d+_w\d+_b\d+"    # the same, without groups, inside a family's URI regex

@@ -1,0 +1,182 @@
+"""The GEMM family's decode kernel (a DecodeConfig: csrc/fused_gemm/gemv/sm90_dense_decode.hpp): its spec,
+source and build everywhere; on an sm_90 GPU, against float64 (the GPU tests skip without one)."""
+import math
+
+import pytest
+import torch
+
+import fused_gemm
+from fused_gemm.generator import Epilogue, GemmSpec, LaunchOptions, SpecError, render
+from fused_gemm.generator.gemm import tuning_space
+from fused_gemm.generator.gemm.presets import DECODE_TEST_CONFIG, TEST_EPILOGUES, decode_configs
+from fused_gemm.generator.gemm.spec import config_from_name
+from fused_gemm.generator.gemm.tuned import Entry
+from fused_gemm.generator.gemv import DecodeConfig
+
+from test_gpu import assert_close, operands, reference
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(epilogue="bias+gelu_tanh+residual", config=DecodeConfig(16, 4, 1)),
+    dict(a_dtype="fp16", out_dtype="fp32", epilogue="row_scale+col_scale+bias+silu", config=DecodeConfig(8, 8, 2)),
+    dict(config=DecodeConfig(16, 4, 4), pdl=False),
+])
+def test_uri_round_trips(kwargs):
+    spec = GemmSpec(**kwargs)
+    assert "_decode_t" in spec.uri and GemmSpec.from_uri(spec.uri) == spec
+    assert spec.decode and spec.csrc_includes == ("gemv",)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(a_dtype="e4m3", config=DecodeConfig()), "16-bit operands"),
+    (dict(b_layout="kn", config=DecodeConfig()), "[N, K] weight"),
+    (dict(epilogue="a_scale+bias", config=DecodeConfig()), "per-tensor scales"),
+])
+def test_bad_specs_raise(kwargs, fragment):
+    with pytest.raises(SpecError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        GemmSpec(**kwargs)
+
+
+def test_render_picks_the_decode_kernel():
+    src = render(GemmSpec("fp16", epilogue="row_scale+col_scale+bias+silu+residual", config=DecodeConfig(8, 4, 2)))
+    assert "fused_gemm/gemv/sm90_dense_decode.hpp" in src and "DenseDecodeLauncher<FgKernel>" in src
+    for line in ("kTokens = 8;", "kWarps = 4;", "kBlocks = 2;", "kRowScale = true;", "kColScale = true;",
+                 "kResidual = true;", "using Element = cutlass::half_t;", "SiLu<float>"):
+        assert line in src, line
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" in src
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in render(GemmSpec("bf16", config=DecodeConfig(), pdl=False))
+
+
+def test_tuned_tables_and_the_tuner_name_decode_configs():
+    config = DecodeConfig(16, 4, 2)
+    assert config_from_name(config.name) == config
+    entry = Entry("bf16", 4096, 4096, 16, config, LaunchOptions(pdl=True), 1.1)
+    assert Entry.from_json(entry.to_json()) == entry
+    # A bucket's entry serves every M down to the previous bucket: an 8-token kernel only M = 1.
+    for c in tuning_space.SM90_BF16:
+        if isinstance(c.config, DecodeConfig):
+            assert c.max_m <= c.config.tokens and (c.max_m == 1 or c.config.tokens >= 16)
+    assert set(decode_configs()) == {c.config for c in tuning_space.SM90_BF16 if isinstance(c.config, DecodeConfig)}
+
+
+def test_rope_ignores_a_tuned_decode_kernel():
+    from fused_gemm.generator.gemm.heuristics import Rule
+    from fused_gemm.generator.rope import RopeSpec
+    from fused_gemm.generator.rope.heuristics import choose
+    spec, _ = choose(RopeSpec("bf16", 128), Rule(16, DecodeConfig()), 16)
+    assert not isinstance(spec.config, DecodeConfig)
+
+
+# -- on the GPU ---------------------------------------------------------------------------------------
+
+gpu = pytest.mark.gpu
+N, K = 264, 200    # rows past the last 16-row block; K with a tail past the last 64-wide chunk
+
+
+def _call(op, ep, g, **kw):
+    return op(g["x"], g["weight"], g.get("bias"), ep.activation, g.get("residual"), row_scale=g.get("row_scale"),
+              col_scale=g.get("col_scale"), **kw)
+
+
+def _poisoned(m, n, dtype=torch.bfloat16):
+    return torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+
+
+@gpu
+@pytest.mark.parametrize("m", [1, 7, 16])
+@pytest.mark.parametrize("epilogue", TEST_EPILOGUES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_every_epilogue_matches_float64(dtype, epilogue, m):
+    ep = Epilogue.parse(epilogue)
+    op = fused_gemm.compile(GemmSpec(str(dtype).split(".")[1], epilogue=ep, config=DECODE_TEST_CONFIG))
+    g = operands(ep, (m,), N, K, dtype)
+    got = _call(op, ep, g, out=_poisoned(m, N, dtype), launch=LaunchOptions(pdl=True))
+    assert_close(got, reference(ep, **g), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("splits", [1, 2, 8])
+@pytest.mark.parametrize("n, k", [(4096, 4096), (1040, 4160), (6144, 4096), (16, 64)])
+@pytest.mark.parametrize("config", decode_configs(), ids=lambda c: c.name)
+def test_configs_and_k_splits(config, n, k, splits):
+    """Every tuner candidate, with the launcher's own K split (splits=1) and forced clusters of 2 and 8
+    CTAs, on Llama shapes and on ones that leave warps of a slice without any K."""
+    ep = Epilogue.parse("bias+gelu_tanh")
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=config))
+    launch = LaunchOptions(splits=splits, pdl=True)
+    for m in sorted({1, config.tokens // 2 + 1, config.tokens}):
+        g = operands(ep, (m,), n, k, torch.bfloat16)
+        got = _call(op, ep, g, out=_poisoned(m, n), launch=launch)
+        assert_close(got, reference(ep, **g), torch.bfloat16)
+
+
+@gpu
+def test_fp32_output_and_in_place_residual():
+    for out_dtype in (torch.float32, torch.bfloat16):
+        ep = Epilogue.parse("bias+residual")
+        op = fused_gemm.compile(GemmSpec("bf16", out_dtype=str(out_dtype).split(".")[1], epilogue=ep,
+                                         config=DECODE_TEST_CONFIG))
+        g = operands(ep, (5,), 512, 1024, torch.bfloat16, out_dtype=out_dtype)
+        ref = reference(ep, **g)
+        got = op(g["x"], g["weight"], g["bias"], residual=g["residual"], out=g["residual"])   # in place
+        assert got is g["residual"]
+        assert_close(got, ref, torch.bfloat16)
+
+
+@gpu
+def test_bad_calls_are_refused_before_the_launch():
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias+gelu_tanh", config=DecodeConfig(8, 4, 1)))
+    x = torch.randn(9, 256, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(128, 256, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="M = 9 rows .* takes 1 to 8"):
+        op(x, w, b)
+    for launch in (LaunchOptions(swizzle=4), LaunchOptions(decomposition="split_k", splits=2),
+                   LaunchOptions(splits=16)):
+        with pytest.raises(ValueError, match="takes launch.pdl and launch.splits"):
+            op(x[:8], w, b, launch=launch)
+
+
+@gpu
+def test_pdl_after_a_producer_kernel_and_refused_without_grid_dependency_control():
+    ep = Epilogue.parse("bias")
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=DECODE_TEST_CONFIG))
+    g = operands(ep, (16,), 4096, 4096, torch.bfloat16)
+    for _ in range(20):
+        g["x"].mul_(-1.0)   # written right before: the decode kernel must wait for it
+        assert_close(_call(op, ep, g, launch=LaunchOptions(pdl=True)), reference(ep, **g), torch.bfloat16)
+    plain = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, pdl=False, config=DECODE_TEST_CONFIG))
+    with pytest.raises(ValueError, match="grid-dependency control"):
+        _call(plain, ep, g, launch=LaunchOptions(pdl=True))
+    assert_close(_call(plain, ep, g), reference(ep, **g), torch.bfloat16)
+
+
+@gpu
+def test_cuda_graph_capture_and_replay():
+    ep = Epilogue.parse("bias+silu")
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=DECODE_TEST_CONFIG))
+    g = operands(ep, (3,), 1024, 2048, torch.bfloat16)
+    out = torch.empty(3, 1024, dtype=torch.bfloat16, device="cuda")
+    launch = LaunchOptions(pdl=True)
+    _call(op, ep, g, out=out, launch=launch)   # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _call(op, ep, g, out=out, launch=launch)
+    for _ in range(3):
+        g["x"].copy_(torch.randn_like(g["x"]))
+        out.fill_(float("nan"))
+        graph.replay()
+        assert_close(out, reference(ep, **g), torch.bfloat16)
+
+
+@gpu
+def test_large_weight_streams_whole():
+    """A 28672 x 4096 weight (Llama-3-8B's gate/up): every row and every K chunk lands."""
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias+gelu_tanh", config=DECODE_TEST_CONFIG))
+    x = torch.randn(16, 4096, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(28672, 4096, dtype=torch.bfloat16, device="cuda") / math.sqrt(4096)
+    b = torch.randn(28672, dtype=torch.bfloat16, device="cuda")
+    got = op(x, w, b, "gelu_tanh", out=_poisoned(16, 28672), launch=LaunchOptions(pdl=True))
+    ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double(), approximate="tanh")
+    assert_close(got, ref, torch.bfloat16)
