@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -20,7 +20,7 @@ status=0
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
-    build) for p in gpu-tests gated-tests rope-tests attention-tests attention-sm80-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-gated-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
+    build) for p in gpu-tests gemm-decode-tests gated-tests rope-tests attention-tests attention-sm80-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-gated-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
     test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
@@ -30,6 +30,7 @@ for step in $steps; do
     attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ;;
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
+    gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
     int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
     int4-gated) run int4-gated python3 perf/bench_int4_gated.py --json "$OUT/int4_gated.json" ;;
@@ -53,7 +54,7 @@ for step in $steps; do
     host)  run host python3 perf/host_overhead.py ;;
     cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
     build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)
-               for p in gpu-tests gated-tests rope-tests rope-bench attention-tests attention-bench attention-sm80-tests decode-tests gated-bench bench fp8-gpu-tests fp8-bench int4-gpu-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do
+               for p in gpu-tests gemm-decode-tests gated-tests rope-tests rope-bench attention-tests attention-bench attention-sm80-tests decode-tests gated-bench bench fp8-gpu-tests fp8-bench int4-gpu-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do
                  fused-gemm build --preset $p -q > /tmp/build-$p.log 2>&1 || { echo "== build-$p failed"; tail -5 /tmp/build-$p.log; status=1; }
                done ;;
     all)   run build fused-gemm build --preset gpu-tests -q

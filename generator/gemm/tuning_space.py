@@ -31,6 +31,8 @@ class Candidate:
 _GRID = (L(), L(swizzle=2), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(raster="along_n"),
          L(swizzle=4, raster="along_m"), L(swizzle=8, raster="along_m"))
 _DECODE = (L(pdl=True),)
+# The GEMV's K split over a cluster: its own choice (one wave of resident CTAs), or forced
+_GEMV = (L(pdl=True), L(splits=2, pdl=True), L(splits=4, pdl=True))
 _SPLIT = (L(pdl=True), L(decomposition="stream_k", pdl=True), L(decomposition="data_parallel", pdl=True),
           L(splits=2, decomposition="split_k", pdl=True), L(splits=3, decomposition="split_k", pdl=True),
           L(splits=4, decomposition="split_k", pdl=True))
@@ -40,10 +42,10 @@ _STREAM_K = (L(decomposition="stream_k"), L(), L(decomposition="data_parallel"),
 SM90_BF16: Tuple[Candidate, ...] = (
     # decode: the weight-streaming GEMV (a tokens-wide MMA tile per 16 weight rows; 8 tokens serve M = 1 only,
     # as a bucket's entry serves every M down to the previous bucket)
-    Candidate(D(16, 4, 1), 1, 16, _DECODE),
-    Candidate(D(16, 4, 2), 1, 16, _DECODE),
-    Candidate(D(16, 8, 1), 1, 16, _DECODE),
-    Candidate(D(8, 4, 1), 1, 1, _DECODE),
+    Candidate(D(16, 4, 1), 1, 16, _GEMV),
+    Candidate(D(16, 4, 2), 1, 16, _GEMV),
+    Candidate(D(16, 8, 1), 1, 16, _GEMV),
+    Candidate(D(8, 4, 1), 1, 1, _GEMV),
     # decode: swap-AB, the weight's N on the 64-row wgmma side
     Candidate(T((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 16, _DECODE),
     Candidate(T((64, 32, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 64, _DECODE),

@@ -288,7 +288,8 @@ struct DenseDecodeLauncher {
   }
 
   static int prepare_device(int device) {
-    return Setup::prepare(device, dense_decode_kernel<Decode>, Decode::kSmemBytes, "dense decode kernel");
+    return Setup::prepare(device, dense_decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes,
+                          "dense decode kernel");
   }
 
   static int run(Problem const &p) {
@@ -303,8 +304,10 @@ struct DenseDecodeLauncher {
     d.alpha = p.alpha, d.beta = p.beta;
     int const row_groups = int((p.n + Decode::kRows - 1) / Decode::kRows);
     int const chunks = int((p.k + Decode::kChunk - 1) / Decode::kChunk);
-    int const splits =
-        gemv::choose_splits(Setup::sms(p.device), row_groups, chunks, Decode::kWarps, Decode::kMinChunks, p.splits);
+    // One wave: as many K-slices as keep every CTA resident at once (equal CTAs in more than one wave
+    // leave the last wave's SMs streaming alone).  A launch's splits overrides it (the tuner tries some).
+    int const splits = gemv::choose_splits<false>(Setup::resident(p.device), row_groups, chunks, Decode::kWarps,
+                                                  Decode::kMinChunks, p.splits);
     return gemv::launch(dense_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "dense decode");
   }

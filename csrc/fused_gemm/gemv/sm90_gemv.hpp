@@ -132,47 +132,54 @@ struct SplitK {
 };
 
 // Once per device and kernel: the dynamic shared memory attribute (which also loads the module now,
-// not inside a graph capture) and the SM count the split choice needs.
+// not inside a graph capture), the SM count and how many CTAs of the kernel an SM holds.
 template <class Tag>
 struct DeviceSetup {
   template <class KernelFn>
-  static int prepare(int device, KernelFn kernel, int smem_bytes, char const *what) {
+  static int prepare(int device, KernelFn kernel, int threads, int smem_bytes, char const *what) {
     if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
-    if (prepared()[device].load(std::memory_order_acquire)) return FG_OK;
+    if (state()[device].sms.load(std::memory_order_acquire)) return FG_OK;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-    int sms = 0;
+    int sms = 0, per_sm = 0;
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the ") + what + ": " + cudaGetErrorString(err));
     }
-    sm_counts()[device].store(sms, std::memory_order_relaxed);
-    prepared()[device].store(true, std::memory_order_release);
+    state()[device].per_sm.store(per_sm > 0 ? per_sm : 1, std::memory_order_relaxed);
+    state()[device].sms.store(sms, std::memory_order_release);   // last: it marks the device prepared
     return FG_OK;
   }
 
-  static int sms(int device) { return sm_counts()[device].load(std::memory_order_relaxed); }
+  static int sms(int device) { return state()[device].sms.load(std::memory_order_relaxed); }
+  static int resident(int device) {   // CTAs the whole GPU holds at once
+    return sms(device) * state()[device].per_sm.load(std::memory_order_relaxed);
+  }
 
  private:
-  static std::atomic<bool> *prepared() {
-    static std::atomic<bool> flags[kMaxDevices] = {};
-    return flags;
-  }
-  static std::atomic<int> *sm_counts() {
-    static std::atomic<int> counts[kMaxDevices] = {};
-    return counts;
+  struct State {
+    std::atomic<int> sms{0};
+    std::atomic<int> per_sm{0};
+  };
+  static State *state() {
+    static State states[kMaxDevices];
+    return states;
   }
 };
 
-// K-slices per row group: the fewest (a power of two, up to a cluster of kMaxRanks) that give about
-// two CTAs per SM, while every slice keeps at least `min_units` units of K per warp (`k_units` in
-// all).  On an H100, fewer and larger CTAs (all resident at once) ran 4096-row int4 weights 1.5x
-// slower.  `requested` > 1 (a launch option) overrides the choice.
-inline int choose_splits(int sms, int row_groups, int k_units, int warps, int min_units, int requested) {
+// K-slices per row group (a power of two, up to a cluster of kMaxRanks) while every warp keeps at
+// least `min_units` of the `k_units` units of K: the fewest that give at least `target` CTAs
+// (kAtLeast), or the most that give at most `target` (a grid that is one wave, when target is what
+// the GPU holds at once).  `requested` > 1 (a launch option) overrides the choice.
+template <bool kAtLeast>
+inline int choose_splits(int target, int row_groups, int k_units, int warps, int min_units, int requested) {
   if (requested > 1) return requested < kMaxRanks ? requested : kMaxRanks;
   int const max_by_k = k_units / (min_units * warps);
   int s = 1;
-  while (s < kMaxRanks && row_groups * s < 2 * sms && 2 * s <= max_by_k) s *= 2;
+  while (s < kMaxRanks && 2 * s <= max_by_k && (kAtLeast ? row_groups * s < target : row_groups * 2 * s <= target)) {
+    s *= 2;
+  }
   return s;
 }
 

@@ -445,7 +445,7 @@ struct Int4DecodeLauncher {
   }
 
   static int prepare_device(int device) {
-    return Setup::prepare(device, int4_decode_kernel<Decode>, Decode::kSmemBytes, "int4 decode kernel");
+    return Setup::prepare(device, int4_decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes, "int4 decode kernel");
   }
 
   static int run(Problem const &p) {
@@ -459,10 +459,11 @@ struct Int4DecodeLauncher {
     d.blocks_n = int(p.n / 16);
     d.alpha = p.alpha, d.beta = p.beta;
     int const row_groups = (d.blocks_n + Decode::kBlocks - 1) / Decode::kBlocks;
-    // Each warp keeps at least two steps of K; 16-token kernels with 8 warps fit one CTA per SM and
-    // run in waves.
-    int const splits = gemv::choose_splits(Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
-                                           Decode::kWarps, 2, 0);
+    // About two CTAs per SM, each warp with at least two steps of K.  On an H100, fewer and larger
+    // CTAs (all resident at once) ran 4096-row weights 1.5x slower; 16-token kernels with 8 warps fit
+    // one CTA per SM and run in waves.
+    int const splits = gemv::choose_splits<true>(2 * Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
+                                                 Decode::kWarps, 2, 0);
     return gemv::launch(int4_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "int4 decode");
   }
