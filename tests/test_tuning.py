@@ -124,11 +124,13 @@ def test_summary_and_plots_from_a_sweep_csv(tmp_path):
             w.writerow({"op": "linear", "epilogue": "bias", "dtype": "bfloat16", "N": 64, "K": 64, "M": m,
                         "preset": "p", "layer": "l", "kernel": "k", "timing": "graph", "ours_us": 10,
                         "speedup_vs_mm": speed, "speedup_vs_eager": 1.2, "tflops": 100, "gbps": 1000,
-                        "pct_of_ceiling": 50, "floor_ratio": 1.1 if m == 1 else "", "rel_err": 1e-3, "ok": True})
+                        "pct_of_ceiling": 50, "floor_ratio": 1.1 if m == 1 else "", "rel_err": 1e-3, "ok": True,
+                        "cold_us": 9 if m > 64 else "", "cold_speedup": 0.97 if m > 64 else ""})
     (tmp_path / "s.json").write_text(json.dumps({"gpu": "G", "torch": "t", "ceilings": {"copy_GBps": 3000,
                                                                                       "mm_TFLOPs": 700}}))
     text = sweep.summary(path)
     assert "<mm bar" in text and "geometric mean" in text
+    assert "cold x" in text and " 0.970" in text
     pytest.importorskip("matplotlib")
     from fused_gemm.bench.plots import plot
     assert all(p.is_file() and p.stat().st_size > 1000 for p in plot(path))

@@ -32,7 +32,7 @@ def cmd_sweep(args) -> int:
     epilogues = dict(item.split("=", 1) for item in args.epilogue or [])
     csv_path = sweep(args.op or ["linear"], args.preset or ["llama3-8b"], _results_dir(args.out),
                      ms=_ints(args.m) if args.m else M_VALUES, dtype=_dtype(args.dtype), epilogues=epilogues,
-                     with_compile=args.compile, name=args.name, progress=not args.quiet)
+                     with_compile=args.compile, name=args.name, progress=not args.quiet, cold=args.cold)
     print(summary(csv_path))
     if not args.no_plots:
         _plots(csv_path)
@@ -84,6 +84,9 @@ def add_commands(sub) -> None:
                    "of the eager code (minutes of autotuning per shape)")
     p.add_argument("--out", help="results folder (default perf/results/<gpu>)")
     p.add_argument("--name", default="sweep", help="file stem of the CSV/JSON/PNGs; rows in it are not re-timed")
+    p.add_argument("--cold", type=float, default=0.0, metavar="SECONDS",
+                   help="also time prefill rows (M > 64) on a cold GPU: after SECONDS idle, within the first second "
+                        "of load (columns cold_us, cold_speedup); every row is timed at steady clocks either way")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)

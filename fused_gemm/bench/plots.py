@@ -1,5 +1,6 @@
 """PNG plots of a sweep's CSV (matplotlib, `pip install fused-gemm[plot]`): speed-up over torch.mm
-against M per op and preset, and a roofline of every row against the ceilings measured on the GPU."""
+against M per op and preset (steady clocks; dotted, where the sweep timed them, on a cold GPU), and a
+roofline of every row against the ceilings measured on the GPU."""
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ def speedup_plot(rows: List[dict], title: str, path: Path) -> Path:
             by_layer.setdefault(f"{r['layer']} {r['N']}x{r['K']}", []).append(r)
         for label, lr in sorted(by_layer.items()):
             lr.sort(key=lambda r: int(r["M"]))
-            ax.plot([int(r["M"]) for r in lr], [_num(r[f"speedup_vs_{primary_baseline(r)}"]) for r in lr], marker="o",
-                    ms=3, label=label)
+            line, = ax.plot([int(r["M"]) for r in lr], [_num(r[f"speedup_vs_{primary_baseline(r)}"]) for r in lr],
+                            marker="o", ms=3, label=label)
+            cold = [r for r in lr if not math.isnan(_num(r.get("cold_speedup")))]
+            if cold:   # the same ratio on a cold GPU (first second after idle): hollow markers, dotted
+                ax.plot([int(r["M"]) for r in cold], [_num(r["cold_speedup"]) for r in cold], ls=":", marker="o", ms=3,
+                        mfc="none", color=line.get_color(), label=f"{label}, cold")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.axhline(0.95, color="r", lw=0.8, ls="--", label="0.95 bar")
         ax.set_xscale("log", base=2)

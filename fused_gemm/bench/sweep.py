@@ -4,6 +4,11 @@ Rows go to a CSV as they finish, so an interrupted sweep resumes where it stoppe
 the CSV are skipped).  The environment and the ceilings measured at the start (copy bandwidth,
 torch.mm peak) go to a JSON beside it.  M <= GRAPH_MAX_M is timed inside CUDA graphs (that is how
 decode runs, and eager launches would time the host); larger M as back-to-back eager calls.
+
+Every row is timed at steady clocks (after a warm-up: what a serving GPU runs at).  With ``cold``
+seconds, prefill rows are also timed on a cold GPU: after that long idle, within the first second of
+load, where clocks boost and power has headroom (what a benchmark that starts from idle sees), ours
+and the baselines interleaved as in the steady sample; the columns cold_us and cold_speedup hold it.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm")
 COLUMNS = KEY + ("preset", "layer", "kernel", "timing", "ours_us") + tuple(f"{b}_us" for b in BASELINES) + \
     tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
-                                                  "rel_err", "ok")
+                                                  "rel_err", "ok", "cold_us", "cold_speedup")
 
 
 PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm"}   # the baseline an op is judged against (else torch.mm)
@@ -75,9 +80,24 @@ def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float
     return {"graph": graph, **{f"{k}_s": v for k, v in medians.items()}, **{f"over_{k}": v for k, v in ratios.items()}}
 
 
+def time_cold(case: Case, idle_s: float) -> Dict[str, float]:
+    """Ours and the baselines after ``idle_s`` seconds of an idle GPU, within about its first second of
+    load (a few calls each, interleaved); then a warm-up back to steady clocks."""
+    variants = {"ours": case.ours, **case.baselines}
+    for calls in variants.values():   # builds, workspaces, lazy loads: not on the cold clock
+        calls[0]()
+    torch.cuda.synchronize()
+    time.sleep(idle_s)
+    samples = time_samples(variants, reps=3, min_calls=2 if case.flop > 2e11 else 8)
+    ratios = paired_ratios(samples, "ours")
+    warm_gpu(1.5)
+    return {"ours_s": statistics.median(samples["ours"]), **{f"over_{k}": v for k, v in ratios.items()}}
+
+
 def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer: str, n: int, k: int, m: int,
-            ceilings: Ceilings, with_compile: bool) -> dict:
+            ceilings: Ceilings, with_compile: bool, cold: float = 0.0) -> dict:
     case = OPS[op_name].make(n, k, m, dtype, epilogue, with_compile)
+    cold_t = time_cold(case, cold) if cold and m > GRAPH_MAX_M else None
     t = time_case(case, m)
     ours = t["ours_s"]
     row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,
@@ -94,6 +114,9 @@ def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer:
     row["floor_ratio"] = ours / floor if m <= DECODE_MAX_M else float("nan")
     row["rel_err"] = case.check()
     row["ok"] = bool(row["rel_err"] <= TOLERANCE[dtype] * (2 if op_name in ("fp8", "int4") else 1))
+    if cold_t is not None:
+        row["cold_us"] = cold_t["ours_s"] * 1e6
+        row["cold_speedup"] = cold_t.get(f"over_{primary_baseline(row)}", float("nan"))
     del case
     return row
 
@@ -130,8 +153,9 @@ def plan(ops: Sequence[str], presets: Sequence[str], ms: Iterable[int], epilogue
 
 def sweep(ops: Sequence[str], presets: Sequence[str], out_dir: Path, ms: Sequence[int] = M_VALUES,
           dtype: torch.dtype = torch.bfloat16, epilogues: Optional[Dict[str, str]] = None,
-          with_compile: bool = False, name: str = "sweep", progress: bool = True) -> Path:
-    """Times every planned row not already in ``out_dir/<name>.csv``; returns the CSV path."""
+          with_compile: bool = False, name: str = "sweep", progress: bool = True, cold: float = 0.0) -> Path:
+    """Times every planned row not already in ``out_dir/<name>.csv``; returns the CSV path.  ``cold``:
+    seconds of idle before each prefill row's cold sample (0: steady clocks only)."""
     epilogues = {op: (epilogues or {}).get(op) or OPS[op].default_epilogue for op in ops}
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, env_path = out_dir / f"{name}.csv", out_dir / f"{name}.json"
@@ -144,21 +168,25 @@ def sweep(ops: Sequence[str], presets: Sequence[str], out_dir: Path, ms: Sequenc
     env = environment.describe()
     env.update({"ceilings": {"copy_GBps": ceilings.copy_gbps, "mm_TFLOPs": ceilings.mm_tflops},
                 "ops": list(ops), "presets": list(presets), "M": list(ms), "dtype": dname,
-                "epilogues": epilogues, "baselines_compiled": with_compile})
+                "epilogues": epilogues, "baselines_compiled": with_compile, "cold_idle_s": cold})
     runs = json.loads(env_path.read_text()).get("runs", []) if env_path.is_file() else []
     env["runs"] = runs + [{"started": env["date"], "rows": len(todo)}]
     env_path.write_text(json.dumps(env, indent=1))
     new_file = not csv_path.is_file()
+    columns = COLUMNS
+    if not new_file:   # resuming: the file's own columns (one written before a column was added lacks it)
+        with csv_path.open() as f:
+            columns = tuple(next(csv.reader(f), COLUMNS))
     started = time.monotonic()
     with csv_path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         if new_file:
             writer.writeheader()
         for i, (op, ep, preset, layer, n, k, m) in enumerate(todo):
             if progress:
                 _progress(i, len(todo), started, f"{op} {preset}/{layer} M={m}")
-            row = run_row(op, ep, dtype, preset, layer, n, k, m, ceilings, with_compile)
-            writer.writerow({c: _fmt(row.get(c)) for c in COLUMNS})
+            row = run_row(op, ep, dtype, preset, layer, n, k, m, ceilings, with_compile, cold)
+            writer.writerow({c: _fmt(row.get(c)) for c in columns})
             f.flush()
             torch.cuda.empty_cache()
     if progress:
@@ -177,13 +205,14 @@ def summary(csv_path: Path, bar: float = 0.95, floor_bar: float = 1.2) -> str:
     tinygemm for int4), eager and cuBLASLt, and the verdicts of the issue's bars."""
     rows = read_rows(csv_path)
     lines = [f"{'op':<7}{'layer':<26}{'M':>6}{'N':>7}{'K':>7}{'ours us':>10}{'vs base':>8}{'base':>10}{'vs eager':>9}"
-             f"{'vs lt':>7}{'TF/s':>6}{'%ceil':>6}{'floor x':>8}{'err':>9}  kernel"]
+             f"{'vs lt':>7}{'TF/s':>6}{'%ceil':>6}{'floor x':>8}{'cold x':>7}{'err':>9}  kernel",
+             "(vs base: steady clocks; cold x: the same ratio on a cold GPU, first second after idle, where timed)"]
     speedups = {}
     for r in rows:
         base = primary_baseline(r)
         f = {k: float(r[k]) if r.get(k) not in ("", None) else float("nan") for k in
              ("ours_us", f"speedup_vs_{base}", "speedup_vs_eager", "speedup_vs_cublaslt", "tflops",
-              "pct_of_ceiling", "floor_ratio", "rel_err")}
+              "pct_of_ceiling", "floor_ratio", "cold_speedup", "rel_err")}
         speed = f[f"speedup_vs_{base}"]
         speedups.setdefault((r["op"], base), []).append(speed)
         flags = []
@@ -198,7 +227,8 @@ def summary(csv_path: Path, bar: float = 0.95, floor_bar: float = 1.2) -> str:
         lines.append(f"{r['op']:<7}{(r['preset'] + '/' + r['layer'])[:25]:<26}{r['M']:>6}{r['N']:>7}{r['K']:>7}"
                      f"{f['ours_us']:>10.1f}{speed:>8.3f}{base:>10}{f['speedup_vs_eager']:>9.2f}"
                      f"{f['speedup_vs_cublaslt']:>7.2f}{f['tflops']:>6.0f}{f['pct_of_ceiling']:>6.0f}"
-                     f"{f['floor_ratio']:>8.2f}{f['rel_err']:>9.1e}  {r['kernel']} {' '.join(flags)}")
+                     f"{f['floor_ratio']:>8.2f}{f['cold_speedup']:>7.3f}{f['rel_err']:>9.1e}  {r['kernel']} "
+                     f"{' '.join(flags)}")
     for (op, base), s in speedups.items():
         s = [v for v in s if v == v and v > 0]
         if s:
