@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -42,6 +42,7 @@ for step in $steps; do
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)
            run sweep-linear fused-gemm sweep --op linear ${SWEEP_ARGS:---preset llama3-8b --preset square-8192} \
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
+    gated-vs-gemm) run gated-vs-gemm python3 perf/gated_vs_gemm.py ${GVG_ARGS:-16384 --sustained 3} ;;   # GVG_ARGS e.g. "16384 --config t128x192x64_c1x2x1_pp_persist --swizzle 4 --raster heuristic"
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ${SWEEP_GATED_ARGS:-} ;;
     ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"
            for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096; NCU_ARGS e.g. "--n 28672")

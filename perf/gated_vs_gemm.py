@@ -1,6 +1,7 @@
 """What the gated epilogue costs: gated_linear against our plain GEMM of the same tile and launch
-options on the same packed [2I, K] weight (no activation, twice the output bytes), with torch.mm on
-it and torch.compile of the eager SwiGLU, on bench_gated's rotated inputs, in shuffled order, ratios
+options on the same packed [2I, K] weight (no activation, twice the output bytes), and against the
+gated kernel with 16-byte stores (GatedSpec.vector_store), with torch.mm on it and torch.compile of
+the eager SwiGLU, on bench_gated's rotated inputs, in shuffled order, ratios
 per repetition.  At large M an H100/H200 runs these power-bound: what a kernel spends besides its
 MMA (the activation's instructions among it) comes off the clock of all of it.
 
@@ -70,10 +71,13 @@ def main(argv=None) -> int:
     config, launch = TileConfig.from_name(args.config), LaunchOptions(swizzle=args.swizzle, raster=args.raster)
     gemm = fused_gemm.compile(GemmSpec("bf16", epilogue="none", config=config))
     gated = fused_gemm.compile(GatedSpec("bf16", activation="silu", config=config))
+    vector = fused_gemm.compile(GatedSpec("bf16", activation="silu", config=config, vector_store=True))
     warm_gpu()
     sets = make_sets(args.m)
     variants = {"gated_linear (as shipped)": [VARIANTS["ours"](s) for s in sets],
                 f"gated {config.name}": [lambda s=s: gated(s["x"], s["packed"], launch=launch) for s in sets],
+                f"gated 16-byte stores {config.name}": [lambda s=s: vector(s["x"], s["packed"], launch=launch)
+                                                        for s in sets],
                 f"gemm {config.name}": [lambda s=s: gemm(s["x"], s["packed"], launch=launch) for s in sets],
                 "torch.mm [2I,K]": [VARIANTS["mm_cat"](s) for s in sets],
                 "torch.compile SwiGLU": [VARIANTS["compiled"](s) for s in sets]}

@@ -158,6 +158,31 @@ def test_gated_bad_inputs_raise_before_launch():
         gated_linear(x.clone().requires_grad_(), packed)
 
 
+@pytest.mark.parametrize("m", [1, 7, 129, 4095])
+@pytest.mark.parametrize("kwargs", [dict(dtype="bf16"), dict(dtype="fp16", activation="gelu_tanh"),
+                                    dict(dtype="bf16", out_dtype="fp32", bias=True, residual=True)],
+                         ids=["bf16", "fp16-gelu_tanh", "bias-residual-fp32"])
+def test_vector_store_matches_float64(kwargs, m):
+    """The 16-byte-store epilogue (a transpose within each quad) on every prefill tile it serves; 2I = 2000
+    leaves the last tile with one of its second group's four blocks."""
+    from fused_gemm.generator import GatedSpec
+    from fused_gemm.generator.gated.presets import PRESETS
+    specs = [s for s in PRESETS["gated-tests"]() if s.vector_store and
+             s == GatedSpec(**kwargs, config=s.config, vector_store=True)]
+    assert specs
+    for spec in specs:
+        op = fused_gemm.compile(spec)
+        dtype = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[spec.dtype])
+        out_dtype = torch.float32 if spec.out_dtype == "fp32" else dtype
+        w_gate, w_up, (bg, bu) = weights(I, K, dtype, bias=spec.bias)
+        x = torch.randn(m, K, dtype=dtype, device="cuda")
+        res = torch.randn(m, I, dtype=out_dtype, device="cuda") if spec.residual else None
+        out = torch.full((m, I), float("nan"), dtype=out_dtype, device="cuda")
+        got = op(x, pack_gate_up(w_gate, w_up), bg, bu, res, alpha=0.5, beta=0.25, out=out)
+        ref = reference(x, w_gate, w_up, spec.activation, bg, bu, res, 0.5, 0.25)
+        assert_close(got, ref, dtype)
+
+
 def test_unpack_inverts_pack():
     w_gate, w_up, _ = weights(64, 32, torch.bfloat16)
     g, u = unpack_gate_up(pack_gate_up(w_gate, w_up))

@@ -139,6 +139,13 @@ def test_gated_spec_refuses_what_its_epilogue_cannot_do():
         GatedSpec(activation="tanh")
     with pytest.raises(SpecError, match="no mainloop"):
         GatedSpec("e4m3")
+    vst = GatedSpec(bias=True, residual=True, out_dtype="fp32", vector_store=True,
+                    config=TileConfig((128, 192, 64), (1, 2, 1), "pingpong"))
+    assert "_vst_" in vst.uri and GatedSpec.from_uri(vst.uri) == vst
+    for config in (TileConfig((128, 96, 64), (1, 1, 1), "pingpong"),
+                   TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", swap_ab=True)):
+        with pytest.raises(SpecError, match="vector_store"):
+            GatedSpec(config=config, vector_store=True)
     with pytest.raises(SpecError, match="batches"):   # would meet a static_assert in nvcc
         GatedSpec(config=TileConfig((128, 208, 64), (1, 1, 1), "pingpong"))
     from fused_gemm.generator import RopeSpec

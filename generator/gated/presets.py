@@ -23,11 +23,23 @@ def _gpu_tests() -> List[GatedSpec]:
             specs += gated_specs(dtype, activation)
         specs += gated_specs(dtype, "silu", bias=True, residual=True)
     specs += gated_specs("bf16", "silu", out_dtype="fp32")
+    return specs + _vector_store_specs()
+
+
+def _vector_store_specs() -> List[GatedSpec]:
+    """The 16-byte-store epilogue on the table's prefill tiles (N a multiple of 64), plain and with
+    every extra (bias, residual, fp32 output), as tests/test_gated.py runs them and perf/gated_vs_gemm.py
+    times them."""
+    configs = [c.config for c in (*RULES["sm90a"], *(r for rows in GPU_ROWS.values() for r in rows))
+               if not c.config.swap_ab and c.config.tile[1] % 64 == 0]
+    specs = [GatedSpec("bf16", config=c, vector_store=True) for c in dict.fromkeys(configs)]
+    specs.append(GatedSpec("fp16", activation="gelu_tanh", config=configs[0], vector_store=True))
+    specs.append(GatedSpec("bf16", "fp32", bias=True, residual=True, config=configs[0], vector_store=True))
     return specs
 
 
 PRESETS: Dict[str, Callable[[], List[GatedSpec]]] = {
     "gated-tests": _gpu_tests,
-    "gated-bench": lambda: gated_specs("bf16", "silu"),
+    "gated-bench": lambda: gated_specs("bf16", "silu") + _vector_store_specs()[:-2],
     "gated-compile-ci": lambda: [gated_specs("bf16", "silu", bias=True, residual=True)[0]],
 }

@@ -26,7 +26,9 @@ class GatedSpec:
     """out[M, I] = act(alpha * x W_g^T + b_g) * (alpha * x W_u^T + b_u) + beta * residual.
 
     x [M, K] and the packed weight [2I, K] share ``dtype``; ``bias`` compiles in the two bias vectors
-    (either may be absent at run time), ``residual`` the residual add.
+    (either may be absent at run time), ``residual`` the residual add.  ``vector_store`` stores a tile
+    with 16-byte stores after a transpose within each quad of lanes, instead of one 4-byte store per
+    output pair (weight on the tile's N side, N a multiple of 64).
     """
     family = "gated"
 
@@ -40,6 +42,7 @@ class GatedSpec:
     config: TileConfig = field(default_factory=lambda: TileConfig((128, 128, 64), (1, 2, 1), "pingpong"))
     pdl: bool = True
     arch: str = "sm90a"
+    vector_store: bool = False
 
     def __post_init__(self):
         dtype = canonical_dtype(self.dtype)
@@ -58,19 +61,24 @@ class GatedSpec:
         if self.arch not in ARCHES:
             raise SpecError(f"arch {self.arch!r} is not supported yet; supported: {ARCHES}")
         check_pair_config(self.config, "gated")
+        if self.vector_store and (self.config.swap_ab or self.config.tile[1] % 64):
+            raise SpecError(f"vector_store takes the weight on the tile's N side in groups of four 16-row blocks: "
+                            f"tile {self.config.tile}{' with swap-AB' if self.config.swap_ab else ''} has none")
 
     @property
     def uri(self) -> str:
         dts = f"a-{self.dtype}_d-{self.out_dtype}" + operand_dtypes(self.residual and self.residual_dtype,
                                                                     self.bias and self.bias_dtype)
         pdl = "" if self.pdl else "_nopdl"
-        return f"gated_{self.arch}_{dts}_{self.config.name}{pdl}_act-{self.activation}"
+        vst = "_vst" if self.vector_store else ""
+        return f"gated_{self.arch}_{dts}_{self.config.name}{pdl}{vst}_act-{self.activation}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "GatedSpec":
         return uri_parse(cls, _URI, uri, "a gated", lambda g: cls(
             g["a"], g["d"], g["act"], bias=g["bias"] is not None, residual=g["c"] is not None, bias_dtype=g["bias"],
-            residual_dtype=g["c"], config=TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"]))
+            residual_dtype=g["c"], config=TileConfig.from_uri_groups(g), pdl=not g["nopdl"], arch=g["arch"],
+            vector_store=bool(g["vst"])))
 
     def with_config(self, config: TileConfig) -> "GatedSpec":
         return replace(self, config=config)
@@ -80,4 +88,4 @@ _DT = r"[a-z0-9]+"
 _URI = re.compile(
     rf"^gated_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?(?:_bias-(?P<bias>{_DT}))?"
     rf"{TILE_URI}"
-    rf"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?_act-(?P<act>{'|'.join(ACTIVATIONS)})$")
+    rf"(?P<swap>_swapab)?(?P<nopdl>_nopdl)?(?P<vst>_vst)?_act-(?P<act>{'|'.join(ACTIVATIONS)})$")

@@ -24,7 +24,28 @@ struct FastSiLu {
   CUTLASS_DEVICE T operator()(T x) const { return __fdividef(x, 1.f + __expf(-x)); }
 };
 
-template <class Activation, class ElementD, class ElementBias, class ElementResidual, bool kBias, bool kResidual>
+// A 4 x 4 transpose of 32-bit words across the four lanes of a quad (lanes 4g .. 4g + 3, index q):
+// afterwards v[i] is what lane i held in v[q].  Two butterfly rounds, each swapping one bit of the lane
+// index with one bit of the word index: four shuffles and a few selects.
+CUTLASS_DEVICE void quad_transpose(uint32_t (&v)[4], int q) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int bit = 1; bit <= 2; bit *= 2) {
+    bool const upper = q & bit;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      if (j & bit) continue;   // the pair (j, j + bit): keep the word whose bit matches the lane's, swap the other
+      uint32_t const recv = __shfl_xor_sync(0xffffffffu, upper ? v[j] : v[j + bit], bit);
+      if (upper) {
+        v[j] = recv;
+      } else {
+        v[j + bit] = recv;
+      }
+    }
+  }
+}
+
+template <class Activation, class ElementD, class ElementBias, class ElementResidual, bool kBias, bool kResidual,
+          bool kVectorStore = false>
 struct GatedPairOp {
   struct Arguments {
     ElementD *d = nullptr;
@@ -43,6 +64,8 @@ struct GatedPairOp {
   };
   struct Inputs {};  // nothing read ahead: bias and residual loads do not depend on other loads
   static constexpr int kBatchValues = 32;
+  // Without swap-AB: the whole tile at once, 16-byte stores (below).
+  static constexpr bool kTileStore = kVectorStore;
 
   CUTLASS_DEVICE static Row row(Arguments const &, int token, int tokens) { return {token, token < tokens}; }
 
@@ -92,6 +115,70 @@ struct GatedPairOp {
       out[0] = to_d(out0);
       out[1] = to_d(out1);
       *reinterpret_cast<cutlass::AlignedArray<ElementD, 2> *>(p.d + token * p.ldd + col) = out;
+    }
+  }
+
+  // The tile's outputs with 16-byte stores.  Lane q of a quad holds output columns 8c + 2q, 8c + 2q + 1
+  // of every 16-column block c of the packed weight, so a pair-by-pair store writes 4 bytes (of each of
+  // 8 rows) per lane and instruction.  Across four blocks the quad holds 4 x 8 whole columns: after a
+  // transpose within the quad (quad_transpose), lane q holds block q's 8 consecutive outputs, one
+  // 16-byte store (two for fp32), and a warp's store covers 64 contiguous bytes of each of its 8 rows.
+  template <int kTokens, int kBlocks>
+  CUTLASS_DEVICE static void store_tile(Arguments const &p, float (&values)[kTokens][kBlocks][4],
+                                        int const (&token)[kTokens], int tokens, int col0, int packed_rows) {
+    static_assert(kBlocks % 4 == 0, "vector stores take whole groups of four 16-column blocks (the spec checks)");
+    constexpr int kWords = sizeof(ElementD) == 4 ? 2 : 1;   // 32-bit words per output pair
+    static_assert(sizeof(ElementD) == 2 || sizeof(ElementD) == 4);
+    int const q = (col0 % 16) / 2;
+    int const block0 = col0 / 16;                       // the tile's first 16-row block of the packed weight
+    int const out_blocks = (packed_rows + 15) / 16;    // blocks (of 8 outputs) that exist
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kTokens; ++r) {
+      bool const valid = token[r] < tokens;             // the same across the quad: one row
+      CUTLASS_PRAGMA_UNROLL
+      for (int group = 0; group < kBlocks / 4; ++group) {
+        uint32_t words[kWords][4];
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 4; ++j) {
+          int const b = 4 * group + j;
+          int const col = (block0 + b) * 8 + 2 * q;
+          bool const exists = block0 + b < out_blocks;
+          float out0 = exists ? gated(p, values[r][b][0], values[r][b][2], col) : 0.f;
+          float out1 = exists ? gated(p, values[r][b][1], values[r][b][3], col + 1) : 0.f;
+          if constexpr (kResidual) {
+            if (valid && exists) {
+              out0 += residual(p, token[r], col);
+              out1 += residual(p, token[r], col + 1);
+            }
+          }
+          if constexpr (kWords == 1) {
+            cutlass::Array<ElementD, 2> pair;
+            pair[0] = ElementD(out0);
+            pair[1] = ElementD(out1);
+            words[0][j] = reinterpret_cast<uint32_t const &>(pair);
+          } else {
+            words[0][j] = __float_as_uint(out0);
+            words[1][j] = __float_as_uint(out1);
+          }
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int w = 0; w < kWords; ++w) quad_transpose(words[w], q);
+        int const block = block0 + 4 * group + q;      // this lane's block after the transpose
+        if (valid && block < out_blocks) {
+          uint32_t line[4 * kWords];                  // columns 8 block + 0 .. 7, in memory order
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int w = 0; w < kWords; ++w) line[i * kWords + w] = words[w][i];
+          }
+          ElementD *at = p.d + int64_t(token[r]) * p.ldd + block * 8;
+          CUTLASS_PRAGMA_UNROLL
+          for (int v = 0; v < kWords; ++v) {
+            *reinterpret_cast<uint4 *>(at + v * (16 / sizeof(ElementD))) =
+                make_uint4(line[4 * v], line[4 * v + 1], line[4 * v + 2], line[4 * v + 3]);
+          }
+        }
+      }
     }
   }
 };
