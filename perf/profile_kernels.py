@@ -6,7 +6,7 @@
 The first launches build, load and warm up; the later ones are what a profile should look at.
 Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same shape), gated
 (gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default), int4
-(int4_linear, s4 g128, --n/--k; its decode kernel is int4_decode_kernel: NCU_KERNEL=int4_decode).
+(int4_linear, s4 g128, --n/--k; its decode kernel is gemv::kernel<Int4Decode<...>>: NCU_KERNEL=Int4Decode).
 """
 from __future__ import annotations
 

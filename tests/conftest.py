@@ -44,6 +44,24 @@ def tmp_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture
+def tuned_table(tmp_path, monkeypatch):
+    """use(*entries): this GPU's tuned GEMM table holds just these entries for the test (linear's
+    selection memo cleared before and after)."""
+    from fused_gemm.gemm import linear as linear_mod
+    from fused_gemm.generator.gemm import tuned
+    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
+
+    def use(*entries):
+        gpu = tuned.gpu_key(torch.cuda.get_device_name())
+        (tmp_path / f"{gpu}.json").write_text(tuned.TunedTable(gpu, {}, entries).to_json())
+        tuned.load.cache_clear()
+        linear_mod._selection.clear()
+    yield use
+    tuned.load.cache_clear()
+    linear_mod._selection.clear()
+
+
 # -- the weight-only ops (int4_linear, fp8_weight_linear): float64 checks on the GPU --------------------
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 WEIGHT_ONLY_TOL = {torch.bfloat16: 1e-2, torch.float16: 3e-3}

@@ -183,31 +183,22 @@ def test_large_weight_streams_whole():
 
 
 @gpu
-def test_linear_and_qkv_rope_follow_a_tuned_decode_entry(tmp_path, monkeypatch):
+def test_linear_and_qkv_rope_follow_a_tuned_decode_entry(tuned_table):
     """A tuned table that names the decode kernel for (N, K, M bucket): linear runs it, with the entry's
     launch options, for every M of the bucket; qkv_rope on the same shape keeps its own kernel."""
     from fused_gemm.gemm import linear as linear_mod
     from fused_gemm.generator.gemm import tuned
-    gpu = tuned.gpu_key(torch.cuda.get_device_name())
     launch = LaunchOptions(splits=2, pdl=True)
-    table = tuned.TunedTable(gpu, {}, (tuned.Entry("bf16", 6144, 4096, 16, DECODE_TEST_CONFIG, launch),))
-    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
-    (tmp_path / f"{gpu}.json").write_text(table.to_json())
-    tuned.load.cache_clear()
-    linear_mod._selection.clear()
-    try:
-        ep = Epilogue.parse("bias+gelu_tanh")
-        for m in (2, 16):
-            g = operands(ep, (m,), 6144, 4096, torch.bfloat16)
-            op, got = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, m, 6144, 4096)
-            assert op.spec.config == DECODE_TEST_CONFIG and got == launch
-            out = fused_gemm.linear(g["x"], g["weight"], g["bias"], "gelu_tanh", out=_poisoned(m, 6144))
-            assert_close(out, reference(ep, **g), torch.bfloat16)
-        w = torch.randn(6144, 4096, dtype=torch.bfloat16, device="cuda") / 64
-        packed = fused_gemm.pack_qkv_rope(w, num_heads=32, num_kv_heads=8, head_dim=128)
-        cache = fused_gemm.rope_cos_sin_cache(4096, 128, device="cuda")
-        q, k, v = fused_gemm.qkv_rope(g["x"], packed, positions=torch.arange(16, device="cuda"), cos_sin_cache=cache)
-        assert q.shape == (16, 32, 128) and not torch.isnan(q).any()
-    finally:
-        tuned.load.cache_clear()
-        linear_mod._selection.clear()
+    tuned_table(tuned.Entry("bf16", 6144, 4096, 16, DECODE_TEST_CONFIG, launch))
+    ep = Epilogue.parse("bias+gelu_tanh")
+    for m in (2, 16):
+        g = operands(ep, (m,), 6144, 4096, torch.bfloat16)
+        op, got = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, m, 6144, 4096)
+        assert op.spec.config == DECODE_TEST_CONFIG and got == launch
+        out = fused_gemm.linear(g["x"], g["weight"], g["bias"], "gelu_tanh", out=_poisoned(m, 6144))
+        assert_close(out, reference(ep, **g), torch.bfloat16)
+    w = torch.randn(6144, 4096, dtype=torch.bfloat16, device="cuda") / 64
+    packed = fused_gemm.pack_qkv_rope(w, num_heads=32, num_kv_heads=8, head_dim=128)
+    cache = fused_gemm.rope_cos_sin_cache(4096, 128, device="cuda")
+    q, k, v = fused_gemm.qkv_rope(g["x"], packed, positions=torch.arange(16, device="cuda"), cos_sin_cache=cache)
+    assert q.shape == (16, 32, 128) and not torch.isnan(q).any()

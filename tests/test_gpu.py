@@ -493,31 +493,22 @@ class TestBadInputOnGpu:
             fused_gemm.linear(self.x, self.w, self.b, activation="swish")
 
 
-def test_linear_follows_the_tuned_table_of_this_gpu(tmp_path, monkeypatch):
+def test_linear_follows_the_tuned_table_of_this_gpu(tuned_table, monkeypatch):
     """A table entry for (dtype, N, K, M bucket) decides linear's kernel and launch; other shapes and a
     disabled table fall back to the heuristic; results stay correct either way."""
     from fused_gemm.gemm import linear as linear_mod
     from fused_gemm.generator.gemm import heuristics, tuned
-    gpu = tuned.gpu_key(torch.cuda.get_device_name())
     config = STREAM_K
     launch = fused_gemm.LaunchOptions(splits=2, decomposition="split_k")
-    table = tuned.TunedTable(gpu, {}, (tuned.Entry("bf16", 512, 768, 16, config, launch),))
-    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
-    (tmp_path / f"{gpu}.json").write_text(table.to_json())
-    tuned.load.cache_clear()
+    tuned_table(tuned.Entry("bf16", 512, 768, 16, config, launch))
+    ep = Epilogue.parse("bias+gelu_tanh")
+    g = operands(ep, (5,), 512, 768, torch.bfloat16)
+    op, got_launch = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)
+    assert op.spec.config == config and got_launch == launch
+    assert_close(call_linear(ep, g), reference(ep, **g), torch.bfloat16)
+    other = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 256, 768)[0]
+    assert other.spec.config == heuristics.pick("sm90a", 5).config
+    monkeypatch.setenv("FUSED_GEMM_TUNED", "0")
     linear_mod._selection.clear()
-    try:
-        ep = Epilogue.parse("bias+gelu_tanh")
-        g = operands(ep, (5,), 512, 768, torch.bfloat16)
-        op, got_launch = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)
-        assert op.spec.config == config and got_launch == launch
-        assert_close(call_linear(ep, g), reference(ep, **g), torch.bfloat16)
-        other = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 256, 768)[0]
-        assert other.spec.config == heuristics.pick("sm90a", 5).config
-        monkeypatch.setenv("FUSED_GEMM_TUNED", "0")
-        linear_mod._selection.clear()
-        op = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)[0]
-        assert op.spec.config == heuristics.pick("sm90a", 5).config
-    finally:
-        tuned.load.cache_clear()
-        linear_mod._selection.clear()
+    op = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)[0]
+    assert op.spec.config == heuristics.pick("sm90a", 5).config

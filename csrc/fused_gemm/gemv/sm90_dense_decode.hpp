@@ -93,6 +93,7 @@ CUTLASS_DEVICE uint4 load16(void const *ptr, bool valid) {
 // kBlocks, kBias, kRowScale, kColScale, kResidual.
 template <class Kernel>
 struct DenseDecode {
+  using Params = DenseDecodeParams;
   using Element = typename Kernel::Element;
   using Mma = typename dense_decode::MmaFor<Element>::type;
   using Split = gemv::SplitK<Kernel::kTokens, Kernel::kBlocks, Kernel::kWarps>;
@@ -249,12 +250,6 @@ struct DenseDecode {
   }
 };
 
-template <class Decode>
-__global__ void __launch_bounds__(Decode::kThreads) dense_decode_kernel(DenseDecodeParams const p) {
-  extern __shared__ __align__(16) char smem[];
-  Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
-}
-
 // The launcher behind the C exports (the interface of Sm90Launcher) for FgGemmProblem.
 template <class Kernel>
 struct DenseDecodeLauncher {
@@ -263,10 +258,7 @@ struct DenseDecodeLauncher {
   using Setup = gemv::DeviceSetup<Decode>;
 
   static int can_implement(Problem const &p) {
-    if (p.m < 1 || p.m > Decode::kTokens) {
-      return fail(FG_ERR_INVALID, "M = " + std::to_string(p.m) + " tokens: this decode kernel takes 1 to " +
-                                      std::to_string(Decode::kTokens));
-    }
+    if (int rc = gemv::check_tokens(p.m, Decode::kTokens)) return rc;
     if (p.n < 1 || p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
     auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
@@ -288,7 +280,7 @@ struct DenseDecodeLauncher {
   }
 
   static int prepare_device(int device) {
-    return Setup::prepare(device, dense_decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes,
+    return Setup::prepare(device, gemv::kernel<Decode>, Decode::kThreads, Decode::kSmemBytes,
                           "dense decode kernel");
   }
 
@@ -308,7 +300,7 @@ struct DenseDecodeLauncher {
     // leave the last wave's SMs streaming alone).  A launch's splits overrides it (the tuner tries some).
     int const splits = gemv::choose_splits<false>(Setup::resident(p.device), row_groups, chunks, Decode::kWarps,
                                                   Decode::kMinChunks, p.splits);
-    return gemv::launch(dense_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
+    return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "dense decode");
   }
 };

@@ -131,6 +131,20 @@ struct SplitK {
   }
 };
 
+// Every decode kernel's entry: Decode::run on its dynamic shared memory.
+template <class Decode>
+__global__ void __launch_bounds__(Decode::kThreads) kernel(typename Decode::Params const p) {
+  extern __shared__ __align__(16) char smem[];
+  Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
+}
+
+// M against the kernel's token count (its MMA tiles): FG_OK, or the refusal.
+inline int check_tokens(int64_t m, int tokens) {
+  if (m >= 1 && m <= tokens) return FG_OK;
+  return fail(FG_ERR_INVALID, "M = " + std::to_string(m) + " tokens: this decode kernel takes 1 to " +
+                                  std::to_string(tokens));
+}
+
 // Once per device and kernel: the dynamic shared memory attribute (which also loads the module now,
 // not inside a graph capture), the SM count and how many CTAs of the kernel an SM holds.
 template <class Tag>

@@ -98,6 +98,7 @@ CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
 // 16b + r < 16b + 8 is gate column 8b + r, and row 16b + 8 + r its up; D = act(gate) * up).
 template <class Kernel>
 struct Int4Decode {
+  using Params = Int4DecodeParams;
   using Element = typename Kernel::Element;
   using Traits = Int4DecodeTraits<Element>;
   using Mma = typename Traits::Mma;
@@ -403,12 +404,6 @@ struct Int4Decode {
   }
 };
 
-template <class Decode>
-__global__ void __launch_bounds__(Decode::kThreads) int4_decode_kernel(Int4DecodeParams const p) {
-  extern __shared__ __align__(16) char smem[];
-  Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
-}
-
 // The launcher behind the C exports (the interface of Sm90Launcher).  The cluster size (K-slices
 // per group of rows) is picked here from N and the SM count: enough CTAs for two per SM.
 template <class Kernel>
@@ -418,10 +413,7 @@ struct Int4DecodeLauncher {
   using Setup = gemv::DeviceSetup<Decode>;
 
   static int can_implement(Problem const &p) {
-    if (p.m < 1 || p.m > Decode::kTokens) {
-      return fail(FG_ERR_INVALID, "M = " + std::to_string(p.m) + " tokens: this decode kernel takes 1 to " +
-                                      std::to_string(Decode::kTokens));
-    }
+    if (int rc = gemv::check_tokens(p.m, Decode::kTokens)) return rc;
     if (p.n < 16 || p.n % 16 || p.k < 32 || p.k % 32) return fail(FG_ERR_INVALID, "N must be a multiple of 16, K of 32");
     if (p.group_size < 32 || p.group_size % 32 || p.k % p.group_size) {
       return fail(FG_ERR_INVALID, "the group size must be a multiple of 32 dividing K");
@@ -445,7 +437,7 @@ struct Int4DecodeLauncher {
   }
 
   static int prepare_device(int device) {
-    return Setup::prepare(device, int4_decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes, "int4 decode kernel");
+    return Setup::prepare(device, gemv::kernel<Decode>, Decode::kThreads, Decode::kSmemBytes, "int4 decode kernel");
   }
 
   static int run(Problem const &p) {
@@ -464,7 +456,7 @@ struct Int4DecodeLauncher {
     // one CTA per SM and run in waves.
     int const splits = gemv::choose_splits<true>(2 * Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
                                                  Decode::kWarps, 2, 0);
-    return gemv::launch(int4_decode_kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
+    return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "int4 decode");
   }
 };
