@@ -176,12 +176,7 @@ struct DenseDecode {
     float v = p.alpha * sum;
     if constexpr (Kernel::kRowScale) v *= p.row_scale[token];
     if constexpr (Kernel::kColScale) v *= p.col_scale[n];
-    if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
-    v = typename Kernel::Activation{}(v);
-    if constexpr (Kernel::kResidual) {
-      v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
-    }
-    static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
+    gemv::store_output<Kernel>(p, token, n, v);
   }
 
   static __device__ void run(DenseDecodeParams const &p, SharedStorage &smem) {

@@ -131,6 +131,19 @@ struct SplitK {
   }
 };
 
+// One output of a decode kernel's epilogue: D[token, n] = act(v + bias[n]) + beta * C[token, n], v the
+// scaled sum.  Kernel (generated) names ElementD, ElementBias, ElementC, Activation, kBias and
+// kResidual; Params has d, bias, c, ldd, ldc and beta.
+template <class Kernel, class Params>
+CUTLASS_DEVICE void store_output(Params const &p, int token, int n, float v) {
+  if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
+  v = typename Kernel::Activation{}(v);
+  if constexpr (Kernel::kResidual) {
+    v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
+  }
+  static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
+}
+
 // Every decode kernel's entry: Decode::run on its dynamic shared memory.
 template <class Decode>
 __global__ void __launch_bounds__(Decode::kThreads) kernel(typename Decode::Params const p) {

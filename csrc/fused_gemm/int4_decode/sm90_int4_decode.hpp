@@ -228,13 +228,7 @@ struct Int4Decode {
       static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + col] = static_cast<typename Kernel::ElementD>(v);
       return;
     }
-    float v = p.alpha * sum;
-    if constexpr (Kernel::kBias) v += static_cast<float>(static_cast<typename Kernel::ElementBias const *>(p.bias)[n]);
-    v = typename Kernel::Activation{}(v);
-    if constexpr (Kernel::kResidual) {
-      v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + n]);
-    }
-    static_cast<typename Kernel::ElementD *>(p.d)[token * p.ldd + n] = static_cast<typename Kernel::ElementD>(v);
+    gemv::store_output<Kernel>(p, token, n, p.alpha * sum);
   }
 
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
