@@ -8,7 +8,8 @@ import torch
 import fused_gemm
 from fused_gemm.generator import Epilogue, GemmSpec, LaunchOptions, SpecError, render
 from fused_gemm.generator.gemm import tuning_space
-from fused_gemm.generator.gemm.presets import DECODE_TEST_CONFIG, TEST_EPILOGUES, decode_configs
+from fused_gemm.generator.gemm.presets import (DECODE_TEST_CONFIG, DECODE_WIDE_CONFIGS as WIDE_CONFIGS, TEST_EPILOGUES,
+                                              decode_configs)
 from fused_gemm.generator.gemm.spec import config_from_name
 from fused_gemm.generator.gemm.tuned import Entry
 from fused_gemm.generator.gemv import DecodeConfig
@@ -28,9 +29,10 @@ def test_uri_round_trips(kwargs):
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(a_dtype="e4m3", config=DecodeConfig()), "16-bit operands"),
-    (dict(b_layout="kn", config=DecodeConfig()), "[N, K] weight"),
-    (dict(epilogue="a_scale+bias", config=DecodeConfig()), "per-tensor scales"),
+    (dict(a_dtype="e4m3", config=DECODE_TEST_CONFIG), "16-bit operands"),
+    (dict(b_layout="kn", config=DECODE_TEST_CONFIG), "[N, K] weight"),
+    (dict(epilogue="a_scale+bias", config=DECODE_TEST_CONFIG), "per-tensor scales"),
+    (dict(config=DecodeConfig(16, 4, 8)), "more than 4 blocks spill"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
@@ -44,7 +46,7 @@ def test_render_picks_the_decode_kernel():
                  "kResidual = true;", "using Element = cutlass::half_t;", "SiLu<float>"):
         assert line in src, line
     assert "CUTLASS_ENABLE_GDC_FOR_SM90" in src
-    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in render(GemmSpec("bf16", config=DecodeConfig(), pdl=False))
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in render(GemmSpec("bf16", config=DECODE_TEST_CONFIG, pdl=False))
 
 
 def test_tuned_tables_and_the_tuner_name_decode_configs():
@@ -95,12 +97,13 @@ def test_every_epilogue_matches_float64(dtype, epilogue, m):
 
 
 @gpu
-@pytest.mark.parametrize("splits", [1, 2, 8])
+@pytest.mark.parametrize("splits", [1, 2, 3, 8])
 @pytest.mark.parametrize("n, k", [(4096, 4096), (1040, 4160), (6144, 4096), (16, 64)])
-@pytest.mark.parametrize("config", decode_configs(), ids=lambda c: c.name)
+@pytest.mark.parametrize("config", WIDE_CONFIGS, ids=lambda c: c.name)
 def test_configs_and_k_splits(config, n, k, splits):
-    """Every tuner candidate, with the launcher's own K split (splits=1) and forced clusters of 2 and 8
-    CTAs, on Llama shapes and on ones that leave warps of a slice without any K."""
+    """Every tuner candidate and the widest CTA, with the launcher's own K split (splits=1) and forced
+    clusters of 2, 3 (uneven shares) and 8 CTAs, on Llama shapes and on ones that leave warps of a
+    slice without any K."""
     ep = Epilogue.parse("bias+gelu_tanh")
     op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=config))
     launch = LaunchOptions(splits=splits, pdl=True)

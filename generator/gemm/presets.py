@@ -58,12 +58,17 @@ def decode_configs(dtype: str = "bf16"):
                               if isinstance(c.config, DecodeConfig)))
 
 
+# The tuner's decode configs and the widest CTA the kernel takes (tests/test_gemm_decode.py runs them all)
+DECODE_WIDE_CONFIGS = decode_configs() + [DecodeConfig(16, 4, 4)]
+
+
 def _decode_tests() -> Iterable[GemmSpec]:
     for dtype in ("bf16", "fp16"):
         for ep in TEST_EPILOGUES:
             yield GemmSpec(dtype, epilogue=ep, config=DECODE_TEST_CONFIG)
         for config in decode_configs(dtype):
             yield GemmSpec(dtype, epilogue="bias+gelu_tanh", config=config)
+    yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=DECODE_WIDE_CONFIGS[-1])
     yield GemmSpec("bf16", out_dtype="fp32", epilogue="bias+residual", config=DECODE_TEST_CONFIG)
     yield GemmSpec("bf16", epilogue="bias+residual", config=DECODE_TEST_CONFIG)   # in place
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=DECODE_TEST_CONFIG)  # refuses pdl launches

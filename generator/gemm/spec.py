@@ -273,6 +273,9 @@ class GemmSpec:
             raise SpecError(f"the decode kernel multiplies 16-bit operands (bf16, fp16), not {self.a_dtype}")
         if self.b_layout != "nk":
             raise SpecError("the decode kernel streams an [N, K] weight (b_layout 'nk', nn.Linear's)")
+        if self.config.blocks > 4:
+            raise SpecError(f"decode blocks {self.config.blocks}: the GEMM's decode kernel keeps two stages of "
+                            "every 16-row block in registers; more than 4 blocks spill")
         if self.epilogue.a_scale or self.epilogue.b_scale:
             raise SpecError(f"epilogue {self.epilogue.name!r}: the decode kernel takes row_scale/col_scale vectors, "
                             "not per-tensor scales (fold one into alpha)")

@@ -207,15 +207,18 @@ struct DenseDecode {
       lane.x[t] = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 8 * q;
     }
 
-    // Only L2 prefetches run ahead of the previous kernel: lanes 0 .. kRows - 1 each take one of the
-    // CTA's rows, the warp's first chunks of it.
-    if (lane_id < kRows && begin < end) {
-      int const row = min(row0 + lane_id, p.n - 1);
+    // Only L2 prefetches run ahead of the previous kernel: each lane takes rows of the CTA, the warp's
+    // first chunks of each.
+    if (begin < end) {
       int const k0 = begin * kChunk;
       int const k1 = min(min(end, begin + kAhead) * kChunk, p.k);
-      Element const *at = static_cast<Element const *>(p.w) + row * p.ldw + k0;
-      gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
+      for (int r = lane_id; r < kRows; r += 32) {
+        Element const *at = static_cast<Element const *>(p.w) + min(row0 + r, p.n - 1) * p.ldw + k0;
+        gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
+      }
     }
+    // X may be the previous kernel's output: every load of it (ld.global.nc, which assumes the data
+    // does not change while the kernel runs) stays after this wait.
     gemv::wait_for_previous_grid();
 
     typename Split::Acc acc = {};
@@ -254,7 +257,8 @@ struct DenseDecodeLauncher {
 
   static int can_implement(Problem const &p) {
     if (int rc = gemv::check_tokens(p.m, Decode::kTokens)) return rc;
-    if (p.n < 1 || p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
+    if (p.n < 1) return fail(FG_ERR_INVALID, "N must be positive");
+    if (p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
     auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
     if (p.lda % 8 || p.ldb % 8 || misaligned(p.a) || misaligned(p.b)) {

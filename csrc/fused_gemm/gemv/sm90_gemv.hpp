@@ -166,10 +166,18 @@ struct DeviceSetup {
   static int prepare(int device, KernelFn kernel, int threads, int smem_bytes, char const *what) {
     if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
     if (state()[device].sms.load(std::memory_order_acquire)) return FG_OK;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+    // The attribute and the occupancy are the current device's: make it `device` for the while.
+    int current = -1;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
+    if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
     int sms = 0, per_sm = 0;
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
+    if (current >= 0 && current != device) {
+      cudaError_t const restored = cudaSetDevice(current);
+      if (err == cudaSuccess) err = restored;
+    }
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the ") + what + ": " + cudaGetErrorString(err));
@@ -180,7 +188,9 @@ struct DeviceSetup {
   }
 
   static int sms(int device) { return state()[device].sms.load(std::memory_order_relaxed); }
-  static int resident(int device) {   // CTAs the whole GPU holds at once
+  // CTAs the whole GPU holds at once (without clusters: those of 2+ CTAs must also share a GPC, so a
+  // clustered grid of this size may still spill into a second wave).
+  static int resident(int device) {
     return sms(device) * state()[device].per_sm.load(std::memory_order_relaxed);
   }
 
