@@ -33,6 +33,7 @@ _RUNTIME = {  # name -> module that defines it (imported, with torch, on first a
     "qkv_rope": "fused_gemm.rope.api",
     "pack_qkv_rope": "fused_gemm.rope.op",
     "rope_cos_sin_cache": "fused_gemm.rope.op",
+    "rope_cos_sin_cache_from": "fused_gemm.rope.op",
     "PackedQKV": "fused_gemm.rope.op",
     "RopeOp": "fused_gemm.rope.op",
     "attention": "fused_gemm.attention.api",
@@ -73,5 +74,6 @@ __all__ = [
     "AttentionOp", "AttentionSpec", "BuildError", "DecodeOp", "DecodeSpec", "BuildWarning", "Epilogue", "Fp8Weight", "FusedGemmError", "GatedOp", "GatedSpec", "GemmOp", "GemmSpec",
     "Int4Op", "Int4Spec", "Int4Weight", "KernelNotReadyError", "LaunchOptions", "PackedQKV", "QuantOp", "QuantSpec", "RopeOp", "RopeSpec", "SpecError", "TileConfig",
     "ToolchainError", "attention", "compile", "decode_attention", "fp8_linear", "fp8_weight_linear", "gated_linear", "int4_from_awq", "int4_from_gptq", "int4_gated_linear", "int4_linear", "linear", "pack_gate_up", "pack_qkv_rope", "qkv_rope",
-    "quantize_fp8", "quantize_fp8_weight", "quantize_int4", "rope_cos_sin_cache", "unpack_gate_up", "warmup",
+    "quantize_fp8", "quantize_fp8_weight", "quantize_int4", "rope_cos_sin_cache", "rope_cos_sin_cache_from",
+    "unpack_gate_up", "warmup",
 ]

@@ -79,3 +79,24 @@ def test_attention_stays_the_function_whatever_is_imported_first():
     code = "import fused_gemm.attention.op, fused_gemm; print(callable(fused_gemm.attention))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
+
+
+@pytest.mark.parametrize("layout", ["neox", "gptj", "pairs"])
+def test_rope_cache_from_a_models_own_cos_sin_tables(layout):
+    """Hugging Face's tables (every angle twice: NeoX halves, GPT-J neighbours) or one per pair give
+    rope_cos_sin_cache's layout; tables that do not repeat the declared way are refused."""
+    ref = fused_gemm.rope_cos_sin_cache(64, 32, base=500000.0)
+    cos, sin = ref[:, :16], ref[:, 16:]
+    if layout == "neox":
+        cos, sin = torch.cat((cos, cos), 1), torch.cat((sin, sin), 1)
+    elif layout == "gptj":
+        cos, sin = cos.repeat_interleave(2, 1), sin.repeat_interleave(2, 1)
+    got = fused_gemm.rope_cos_sin_cache_from(cos.double(), sin.double(), layout)
+    assert got.dtype == torch.float32 and got.is_contiguous() and torch.equal(got, ref)
+    if layout != "pairs":
+        with pytest.raises(ValueError, match="twice"):
+            fused_gemm.rope_cos_sin_cache_from(ref[:, :16], ref[:, 16:], layout)
+    with pytest.raises(ValueError, match="layout"):
+        fused_gemm.rope_cos_sin_cache_from(cos, sin, "halves")
+    with pytest.raises(ValueError, match="same shape"):
+        fused_gemm.rope_cos_sin_cache_from(ref[:, :16], ref[:8, 16:], "pairs")

@@ -112,6 +112,34 @@ def rope_cos_sin_cache(max_position: int, rotary_dim: int, base: float = 10000.0
     return torch.cat((angles.cos(), angles.sin()), dim=1).float().to(device)
 
 
+# How a model's own cos/sin tables hold the R/2 angles of a position: once each, or twice, as Hugging
+# Face's rotary embeddings do (NeoX: cat(freqs, freqs); GPT-J: repeat_interleave(freqs, 2)).
+_TABLE_ANGLES = {"pairs": lambda t: (t, None), "neox": lambda t: (t[:, : t.shape[1] // 2], t[:, t.shape[1] // 2:]),
+                 "gptj": lambda t: (t[:, 0::2], t[:, 1::2])}
+
+
+def rope_cos_sin_cache_from(cos: Tensor, sin: Tensor, layout: str = "neox", device=None) -> Tensor:
+    """The fp32 [max_position, rotary_dim] cache ``qkv_rope`` reads (cos of the R/2 pairs, then their
+    sin), from a model's own cos and sin tables, [max_position, R] in ``layout`` "neox" or "gptj" (every
+    angle twice, as Hugging Face holds them), or [max_position, R/2] ("pairs").  Build it once, at load."""
+    if layout not in _TABLE_ANGLES:
+        raise ValueError(f"layout {layout!r} is not one of {tuple(_TABLE_ANGLES)}")
+    angles = []
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor) or t.dim() != 2 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point [max_position, columns] tensor, got "
+                             f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
+        if layout != "pairs" and t.shape[1] % 2:
+            raise ValueError(f"{name} has {t.shape[1]} columns: a {layout!r} table holds every angle twice")
+        once, twice = _TABLE_ANGLES[layout](t)
+        if twice is not None and not torch.equal(once, twice):
+            raise ValueError(f"{name} does not hold every angle twice the {layout!r} way; check layout=")
+        angles.append(once.float())
+    if angles[0].shape != angles[1].shape:
+        raise ValueError(f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must have the same shape")
+    return torch.cat(angles, dim=1).contiguous().to(device or cos.device)
+
+
 class RopeOp(KernelOp):
     """A compiled rope kernel: ``op(x, weight, bias, positions, cos_sin, num_heads, num_kv_heads, q, k, v,
     launch)`` with the packed weight and bias of ``pack_qkv_rope``; q/k/v outputs optional."""
