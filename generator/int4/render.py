@@ -9,7 +9,7 @@ from ..gated.render import PAIR_ACTIVATIONS
 from ..gemm.evt import THREAD_FUNCTORS, Node, build_tree
 from ..gemm.render import KERNEL_SCHEDULES, TILE_SCHEDULERS, formula as gemm_formula
 from ..gemm.spec import DTYPES, GemmSpec
-from .spec import Int4Spec
+from .spec import DEFAULT_CONFIG, Int4Spec
 
 # An fp8 weight's per-channel scales: the ABI's `scales` field, read by the epilogue's col_scale step.
 FP8_SCALE_STEP, FP8_SCALE_FIELD = "col_scale", "scales"
@@ -18,10 +18,12 @@ FP8_SCALE_STEP, FP8_SCALE_FIELD = "col_scale", "scales"
 def epilogue_spec(spec: Int4Spec) -> GemmSpec:
     """The 16-bit GEMM with this kernel's epilogue and swapped tile config: its tree is ours (the
     epilogue sees the accumulators of D^T either way).  An fp8 weight adds its per-channel scale
-    as the first step (fp32, on the accumulator)."""
+    as the first step (fp32, on the accumulator).  The decode kernel's epilogue is its own: the GEMM
+    spec then only spells the formula (on the family's default tile)."""
     ep = replace(spec.epilogue, col_scale=True) if spec.fp8_weight else spec.epilogue
     return GemmSpec(spec.dtype, out_dtype=spec.out_dtype, residual_dtype=spec.residual_dtype,
-                    bias_dtype=spec.bias_dtype, epilogue=ep, config=spec.config, arch=spec.arch)
+                    bias_dtype=spec.bias_dtype, epilogue=ep, config=DEFAULT_CONFIG if spec.decode else spec.config,
+                    arch=spec.arch)
 
 
 def _read_from(node: Node, operand: str, field: str) -> Node:
