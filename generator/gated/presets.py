@@ -38,8 +38,18 @@ def _vector_store_specs() -> List[GatedSpec]:
     return specs
 
 
+def _gated_vs_gemm() -> list:
+    """perf/gated_vs_gemm.py's kernels: per prefill tile the gated kernel (both stores) and the plain
+    GEMM of the same tile (a GEMM-family spec) on the packed weight."""
+    from ..gemm.spec import GemmSpec
+    vector = _vector_store_specs()[:-2]
+    return [*(GatedSpec("bf16", config=s.config) for s in vector), *vector,
+            *(GemmSpec("bf16", epilogue="none", config=s.config) for s in vector)]
+
+
 PRESETS: Dict[str, Callable[[], List[GatedSpec]]] = {
     "gated-tests": _gpu_tests,
     "gated-bench": lambda: gated_specs("bf16", "silu") + _vector_store_specs()[:-2],
+    "gated-vs-gemm": _gated_vs_gemm,
     "gated-compile-ci": lambda: [gated_specs("bf16", "silu", bias=True, residual=True)[0]],
 }
