@@ -54,8 +54,8 @@ def sustained(calls, seconds: float, settle: float = 0.5) -> dict:
         end.synchronize()
     smi.terminate()
     readings = [[float(v) for v in line.split(",")] for line in smi.communicate()[0].splitlines()[2:] if "," in line]
-    clock = statistics.mean(r[0] for r in readings)
-    power = statistics.mean(r[1] for r in readings)
+    clock = statistics.mean(r[0] for r in readings) if readings else float("nan")
+    power = statistics.mean(r[1] for r in readings) if readings else float("nan")
     per_call = start.elapsed_time(end) / 1e3 / n
     return {"us": per_call * 1e6, "mhz": clock, "watts": power, "mcycles": per_call * clock, "mj": per_call * power * 1e3}
 
