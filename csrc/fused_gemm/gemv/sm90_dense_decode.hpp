@@ -256,7 +256,7 @@ struct DenseDecodeLauncher {
   using Setup = gemv::DeviceSetup<Decode>;
 
   static int can_implement(Problem const &p) {
-    if (int rc = gemv::check_tokens(p.m, Decode::kTokens)) return rc;
+    if (int rc = gemv::check_device_and_tokens(p.device, p.m, Decode::kTokens)) return rc;
     if (p.n < 1) return fail(FG_ERR_INVALID, "N must be positive");
     if (p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");

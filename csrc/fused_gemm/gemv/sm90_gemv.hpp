@@ -151,8 +151,10 @@ __global__ void __launch_bounds__(Decode::kThreads) kernel(typename Decode::Para
   Decode::run(p, *reinterpret_cast<typename Decode::SharedStorage *>(smem));
 }
 
-// M against the kernel's token count (its MMA tiles): FG_OK, or the refusal.
-inline int check_tokens(int64_t m, int tokens) {
+// What every decode launcher checks first: the device ordinal (its per-device state is indexed by it)
+// and M against the kernel's token count (its MMA tiles).  FG_OK, or the refusal.
+inline int check_device_and_tokens(int device, int64_t m, int tokens) {
+  if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
   if (m >= 1 && m <= tokens) return FG_OK;
   return fail(FG_ERR_INVALID, "M = " + std::to_string(m) + " tokens: this decode kernel takes 1 to " +
                                   std::to_string(tokens));

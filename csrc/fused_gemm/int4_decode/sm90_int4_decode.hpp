@@ -407,7 +407,7 @@ struct Int4DecodeLauncher {
   using Setup = gemv::DeviceSetup<Decode>;
 
   static int can_implement(Problem const &p) {
-    if (int rc = gemv::check_tokens(p.m, Decode::kTokens)) return rc;
+    if (int rc = gemv::check_device_and_tokens(p.device, p.m, Decode::kTokens)) return rc;
     if (p.n < 16 || p.n % 16 || p.k < 32 || p.k % 32) return fail(FG_ERR_INVALID, "N must be a multiple of 16, K of 32");
     if (p.group_size < 32 || p.group_size % 32 || p.k % p.group_size) {
       return fail(FG_ERR_INVALID, "the group size must be a multiple of 32 dividing K");
