@@ -61,6 +61,17 @@ def test_tuned_tables_and_the_tuner_name_decode_configs():
     assert set(decode_configs()) == {c.config for c in tuning_space.SM90_BF16 if isinstance(c.config, DecodeConfig)}
 
 
+def test_cli_writes_decode_kernels(tmp_path):
+    from fused_gemm.generator.cli import main
+    assert main(["codegen", "--decode-tokens", "8", "--epilogue", "bias+silu", "-o", str(tmp_path)]) == 0
+    assert main(["codegen", "--dtype", "fp16", "--decode-tokens", "16", "--decode-warps", "8", "--decode-blocks", "2",
+                 "--no-pdl", "-o", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.glob("gemm_*.cu"))
+    assert names == ["gemm_sm90a_a-bf16_b-bf16_d-bf16_bias-bf16_w-nk_decode_t8_w4_b1_ep-bias-silu.cu",
+                     "gemm_sm90a_a-fp16_b-fp16_d-fp16_w-nk_decode_t16_w8_b2_nopdl_ep-none.cu"], names
+    assert main(["codegen", "--decode-tokens", "16", "--decode-blocks", "8", "-o", str(tmp_path)]) == 2
+
+
 def test_rope_ignores_a_tuned_decode_kernel():
     from fused_gemm.generator.gemm.heuristics import Rule
     from fused_gemm.generator.rope import RopeSpec

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..gemv import DecodeConfig
 from .spec import ACTIVATIONS, SCHEDULES, TILE_SCHEDULERS, GemmSpec, TileConfig
 
 
@@ -30,9 +31,24 @@ def add_arguments(g) -> None:
     g.add_argument("--swap-ab", action="store_true")
     g.add_argument("--no-pdl", action="store_true", help="build without grid-dependency control")
     g.add_argument("--fast-accum", action="store_true", help="e4m3: FP8FastAccum schedules (no fp32 promotion)")
+    g.add_argument("--decode-tokens", type=int, choices=(8, 16),
+                   help="gemm/int4: the family's decode kernel (a weight-streaming GEMV) for up to this many "
+                        "tokens instead of a tile config")
+    g.add_argument("--decode-warps", type=int, choices=(1, 2, 4, 8), help="with --decode-tokens: warps per CTA")
+    g.add_argument("--decode-blocks", type=int, choices=(1, 2, 4, 8),
+                   help="with --decode-tokens: 16-row weight blocks per CTA (gemm: at most 4)")
+
+
+def decode_config(args, **defaults) -> DecodeConfig:
+    """--decode-tokens/--decode-warps/--decode-blocks, each unset one the family's default."""
+    given = {"tokens": args.decode_tokens, "warps": args.decode_warps, "blocks": args.decode_blocks}
+    return DecodeConfig(**{**defaults, **{k: v for k, v in given.items() if v}})
 
 
 def spec_from_args(args) -> GemmSpec:
-    cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, args.swap_ab)
+    if args.decode_tokens:
+        cfg = decode_config(args, blocks=1)
+    else:
+        cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, args.swap_ab)
     return GemmSpec(args.dtype, args.b_dtype, out_dtype=args.out_dtype, b_layout=args.b_layout,
                     epilogue=args.epilogue, config=cfg, pdl=not args.no_pdl, fast_accum=args.fast_accum)
