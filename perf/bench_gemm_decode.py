@@ -58,7 +58,8 @@ def shape_rows(n, k, m, floor_s):
             got = op(*sets[0][:2], sets[0][2], "gelu_tanh", launch=launch)
             ref = reference(*sets[0])
             errors[name] = float((got.double() - ref).norm() / ref.norm())
-            variants[name] = [lambda s=s, o=o, launch=launch: op(*s[:2], s[2], "gelu_tanh", out=o, launch=launch)
+            variants[name] = [lambda s=s, o=o, launch=launch, op=op: op(*s[:2], s[2], "gelu_tanh", out=o,
+                                                                        launch=launch)
                               for s, o in zip(sets, outs)]
     samples = time_samples(variants, graph=True, reps=15, min_calls=64)
     over = paired_ratios(samples, "linear")

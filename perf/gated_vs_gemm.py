@@ -34,7 +34,9 @@ def sustained(calls, seconds: float, settle: float = 0.5) -> dict:
     of nvidia-smi's SM clock (MHz) and power (W) sampled every 50 ms over the timed part."""
     import subprocess
     import time
-    query = ["nvidia-smi", f"--id={torch.cuda.current_device()}", "--query-gpu=clocks.sm,power.draw",
+    bus = torch.cuda.get_device_properties(torch.cuda.current_device())
+    bus_id = f"{bus.pci_domain_id:08x}:{bus.pci_bus_id:02x}:{bus.pci_device_id:02x}.0"
+    query = ["nvidia-smi", f"--id={bus_id}", "--query-gpu=clocks.sm,power.draw.instant",
              "--format=csv,noheader,nounits", "-lms", "50"]
     n = 0
     t0 = time.monotonic()
@@ -46,14 +48,25 @@ def sustained(calls, seconds: float, settle: float = 0.5) -> dict:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     n, t0 = 0, time.monotonic()
+    previous = None
     while time.monotonic() - t0 < seconds:
-        for _ in range(4):   # a few calls queued at each sync: the GPU never waits on the host
+        for _ in range(4):
             calls[n % len(calls)]()
             n += 1
-        end.record()
-        end.synchronize()
+        batch = torch.cuda.Event()
+        batch.record()
+        if previous is not None:   # one batch always queued behind the running one: the GPU never waits
+            previous.synchronize()
+        previous = batch
+    end.record()
+    end.synchronize()
     smi.terminate()
-    readings = [[float(v) for v in line.split(",")] for line in smi.communicate()[0].splitlines()[2:] if "," in line]
+    readings = []
+    for line in smi.communicate()[0].splitlines()[2:]:
+        try:
+            readings.append([float(v) for v in line.split(",")])
+        except ValueError:   # "[N/A]" or a partial line
+            pass
     clock = statistics.mean(r[0] for r in readings) if readings else float("nan")
     power = statistics.mean(r[1] for r in readings) if readings else float("nan")
     per_call = start.elapsed_time(end) / 1e3 / n
@@ -76,7 +89,7 @@ def main(argv=None) -> int:
     sets = make_sets(args.m)
     variants = {"gated_linear (as shipped)": [VARIANTS["ours"](s) for s in sets],
                 f"gated {config.name}": [lambda s=s: gated(s["x"], s["packed"], launch=launch) for s in sets],
-                f"gated 16-byte stores {config.name}": [lambda s=s: vector(s["x"], s["packed"], launch=launch)
+                f"gated vst {config.name}": [lambda s=s: vector(s["x"], s["packed"], launch=launch)
                                                         for s in sets],
                 f"gemm {config.name}": [lambda s=s: gemm(s["x"], s["packed"], launch=launch) for s in sets],
                 "torch.mm [2I,K]": [VARIANTS["mm_cat"](s) for s in sets],
