@@ -34,9 +34,12 @@ def sustained(calls, seconds: float, settle: float = 0.5) -> dict:
     of nvidia-smi's SM clock (MHz) and power (W) sampled every 50 ms over the timed part."""
     import subprocess
     import time
-    bus = torch.cuda.get_device_properties(torch.cuda.current_device())
-    bus_id = f"{bus.pci_domain_id:08x}:{bus.pci_bus_id:02x}:{bus.pci_device_id:02x}.0"
-    query = ["nvidia-smi", f"--id={bus_id}", "--query-gpu=clocks.sm,power.draw.instant",
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    try:   # nvidia-smi's --id is not the CUDA ordinal (CUDA_VISIBLE_DEVICES, ordering): name the PCI bus
+        gpu = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:
+        gpu = str(torch.cuda.current_device())
+    query = ["nvidia-smi", f"--id={gpu}", "--query-gpu=clocks.sm,power.draw.instant",
              "--format=csv,noheader,nounits", "-lms", "50"]
     n = 0
     t0 = time.monotonic()
