@@ -43,7 +43,8 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tu
         rule = heuristics.rule_for("sm90a", gpu_key(torch.cuda.get_device_name(x.device)), row)
         spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
                          residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),
-                         residual_dtype=dtype_name("residual", key[3]), config=rule.config)
+                         residual_dtype=dtype_name("residual", key[3]), config=rule.config,
+                         vector_store=heuristics.vector_store(rule.config))
         return jit.compile(spec), rule.launch
     return _selection.get(key, "x", x, choose)
 
