@@ -163,7 +163,8 @@ def test_gated_gpu_rows_replace_a_row_of_the_table():
     for gpu, rows in heuristics.GPU_ROWS.items():
         for rule in rows:
             (row,) = [i for i, r in enumerate(rules) if r.max_m == rule.max_m]
-            assert heuristics.rule_for("sm90a", gpu, row) == rule and GatedSpec(config=rule.config) in gated_specs()
+            assert heuristics.rule_for("sm90a", gpu, row) == rule
+            assert GatedSpec(config=rule.config, vector_store=heuristics.vector_store(rule.config)) in gated_specs()
             assert heuristics.rule_for("sm90a", "other-gpu", row) == rules[row]
 
 
