@@ -177,6 +177,9 @@ def sweep(ops: Sequence[str], presets: Sequence[str], out_dir: Path, ms: Sequenc
     if not new_file:   # resuming: the file's own columns (one written before a column was added lacks it)
         with csv_path.open() as f:
             columns = tuple(next(csv.reader(f), COLUMNS))
+        if cold and "cold_us" not in columns:
+            sys.stderr.write(f"warning: {csv_path} predates the cold columns: its new rows keep no cold timings "
+                             "(sweep into a new --name to get them)\n")
     started = time.monotonic()
     with csv_path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
