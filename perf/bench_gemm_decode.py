@@ -2,11 +2,11 @@
 on every layer of a model preset at M = 1 and 16, inside CUDA graphs, bf16, bias+gelu_tanh (the tuner's
 epilogue).
 
-    python perf/bench_gemm_decode.py [--preset llama3-8b] [--m 1 16] [--json results.json]
+    python perf/bench_gemm_decode.py [--preset llama3-8b] [--m 1 16] [--splits 1 2 4] [--json results.json]
 
 Per shape: the decode kernel's configs (the tuner's candidates, with its own K split and forced splits of
-2 and 4), linear as shipped (the tuned table's or the heuristic's kernel) and torch.mm (no epilogue),
-timed interleaved in shuffled order with rotated weights larger than L2; times over the HBM floor
+2 and 4, or those --splits names), linear as shipped (the tuned table's or the heuristic's kernel) and
+torch.mm (no epilogue), timed interleaved in shuffled order with rotated weights larger than L2; times over the HBM floor
 (weight bytes / the copy bandwidth measured first: issue 9's decode bar is <= 1.2x) and ratios per
 repetition against linear.  Every variant's output is checked against float64 first.
 """
@@ -34,7 +34,7 @@ def reference(x, w, b):
     return F.gelu(x.double() @ w.double().T + b.double(), approximate="tanh")
 
 
-def shape_rows(n, k, m, floor_s):
+def shape_rows(n, k, m, floor_s, configs, splits_list):
     per_set = n * k * 2 + n * 2 + m * k * 2
     sets = []
     for _ in range(rotation_count(per_set)):
@@ -48,11 +48,11 @@ def shape_rows(n, k, m, floor_s):
     }
     errors = {"linear": float((fused_gemm.linear(*sets[0][:2], sets[0][2], "gelu_tanh").double()
                                - reference(*sets[0])).norm() / reference(*sets[0]).norm())}
-    for config in decode_configs():
+    for config in configs:
         if m > config.tokens:
             continue
         op = fused_gemm.compile(GemmSpec("bf16", epilogue=EPILOGUE, config=config))
-        for splits in SPLITS:
+        for splits in splits_list:
             launch = LaunchOptions(splits=splits, pdl=True)
             name = f"{config.name} s{splits if splits > 1 else '-auto'}"
             got = op(*sets[0][:2], sets[0][2], "gelu_tanh", launch=launch)
@@ -77,6 +77,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="llama3-8b")
     ap.add_argument("--m", type=int, nargs="*", default=[1, 16])
+    ap.add_argument("--splits", type=int, nargs="*", default=list(SPLITS), help="K splits to force (1: the kernel's own)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for (n, k), layer in reversed(list(shapes.items())):
             for m in args.m:
-                for r in shape_rows(n, k, m, n * k * 2 / bandwidth):
+                for r in shape_rows(n, k, m, n * k * 2 / bandwidth, decode_configs(), args.splits):
                     rows.append({"layer": layer, **r})
     if args.json:
         with open(args.json, "w") as f:
