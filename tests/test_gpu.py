@@ -512,3 +512,26 @@ def test_linear_follows_the_tuned_table_of_this_gpu(tuned_table, monkeypatch):
     linear_mod._selection.clear()
     op = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)[0]
     assert op.spec.config == heuristics.pick("sm90a", 5).config
+
+
+def test_every_kernel_of_this_gpus_tuned_table():
+    """Each (tile config, launch options) the shipped table of this GPU names, run as the table runs it
+    (bias + gelu_tanh, the tuned epilogue) at the smallest cell that names it, with an odd M inside the
+    cell's bucket, against float64; outputs NaN-poisoned first."""
+    from fused_gemm.generator import GemmSpec
+    from fused_gemm.generator.gemm import tuned
+    table = tuned.load(tuned.gpu_key(torch.cuda.get_device_name()))
+    if table is None:
+        pytest.skip(f"no tuned table ships for {torch.cuda.get_device_name()}")
+    first = {}
+    for e in sorted(table.entries, key=lambda e: e.n * e.k * e.m):
+        first.setdefault((e.dtype, e.config, e.launch), e)
+    ep = Epilogue.parse("bias+gelu_tanh")
+    for (dtype, config, launch), e in first.items():
+        torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        m = e.m if e.m == 1 else e.m - 3
+        g = operands(ep, (m,), e.n, e.k, torch_dtype)
+        op = fused_gemm.compile(GemmSpec(dtype, epilogue=ep, config=config))
+        out = torch.full((m, e.n), float("nan"), dtype=torch_dtype, device="cuda")
+        op(g["x"], g["weight"], g["bias"], "gelu_tanh", out=out, launch=launch)
+        assert_close(out, reference(ep, **g), torch_dtype)

@@ -2,8 +2,11 @@
 
 Rows go to a CSV as they finish, so an interrupted sweep resumes where it stopped (rows already in
 the CSV are skipped).  The environment and the ceilings measured at the start (copy bandwidth,
-torch.mm peak) go to a JSON beside it.  M <= GRAPH_MAX_M is timed inside CUDA graphs (that is how
-decode runs, and eager launches would time the host); larger M as back-to-back eager calls.
+torch.mm peak) go to a JSON beside it.  Decode (M <= GRAPH_MAX_M) and every problem of at most
+GRAPH_MAX_FLOP (a kernel of tens of microseconds) is timed inside CUDA graphs: that is how decode
+runs, and back-to-back eager launches of a short kernel time the host's dispatch (an H100 machine's
+host took ~25 us per torch.mm call, more than the kernel at M = 128-256 on 4096-wide weights);
+larger problems as back-to-back eager calls.
 
 Every row is timed at steady clocks (after a warm-up: what a serving GPU runs at).  With ``cold``
 seconds, prefill rows are also timed on a cold GPU: after that long idle, within the first second of
@@ -30,6 +33,12 @@ from .ops import OPS, TOLERANCE, Case
 from .timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
 
 GRAPH_MAX_M = 64
+GRAPH_MAX_FLOP = 2 * 512 * 4096 * 4096   # ~25 us at an H100's ~700 TF/s
+
+
+def timed_in_graph(m: int, flop: float) -> bool:
+    """Whether a row (and a tuner cell) is timed inside a CUDA graph rather than eagerly."""
+    return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 DECODE_MAX_M = 16          # rows that also report the HBM floor ratio
 KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 # Baselines an op may have: torch.mm (bf16, on the unquantised weight for fp8/int4), eager PyTorch, cuBLASLt's
@@ -70,7 +79,7 @@ def _fmt(v):
 
 def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float]:
     """Median seconds per call of ours and each baseline, interleaved, and per-repetition ratios."""
-    graph = m <= GRAPH_MAX_M
+    graph = timed_in_graph(m, case.flop)
     variants = {"ours": case.ours, **case.baselines}
     big = case.flop > 2e11
     samples = time_samples(variants, graph=graph, reps=reps or (7 if big else 11),
@@ -97,7 +106,7 @@ def time_cold(case: Case, idle_s: float) -> Dict[str, float]:
 def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer: str, n: int, k: int, m: int,
             ceilings: Ceilings, with_compile: bool, cold: float = 0.0) -> dict:
     case = OPS[op_name].make(n, k, m, dtype, epilogue, with_compile)
-    cold_t = time_cold(case, cold) if cold and m > GRAPH_MAX_M else None
+    cold_t = time_cold(case, cold) if cold and m > GRAPH_MAX_M else None   # prefill rows
     t = time_case(case, m)
     ours = t["ours_s"]
     row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,

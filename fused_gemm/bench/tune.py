@@ -29,7 +29,7 @@ from ..generator.gemm.spec import config_from_name
 from ..generator.gemm.tuned import Entry, TunedTable
 from . import environment
 from .ops import TOLERANCE, rel_error
-from .sweep import GRAPH_MAX_M
+from .sweep import timed_in_graph
 from .timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
 TUNE_EPILOGUE = "bias+gelu_tanh"   # what the tables are tuned with; the tiling serves every epilogue
@@ -104,7 +104,7 @@ class Cells:
         return out
 
     def _time_group(self, variants: Sequence[Variant], reps: int) -> Dict[Variant, float]:
-        graph = self.m <= GRAPH_MAX_M
+        graph = timed_in_graph(self.m, 2.0 * self.m * self.n * self.k)
         names = {f"v{i}": v for i, v in enumerate(variants)}
         calls = {name: self.calls(v) for name, v in names.items()}
         calls["mm"] = self.mm()

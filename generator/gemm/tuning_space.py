@@ -9,7 +9,7 @@ kernel).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Tuple, Union
 
 from ..gemv import DecodeConfig as D
@@ -28,8 +28,12 @@ class Candidate:
         return self.min_m <= m <= self.max_m
 
 
-_GRID = (L(), L(swizzle=2), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(raster="along_n"),
-         L(swizzle=4, raster="along_m"), L(swizzle=8, raster="along_m"))
+_SWIZZLE = (L(), L(swizzle=2), L(swizzle=4), L(swizzle=8))
+# Each swizzle also with PDL: the prologue (barrier init, tensor-map prefetch, the first loads' issue)
+# then overlaps the previous kernel's tail, which weighs at mid M (a wave or two, tens of microseconds).
+_MID = _SWIZZLE + tuple(replace(l, pdl=True) for l in _SWIZZLE)
+_GRID = _MID + (L(raster="along_m"), L(raster="along_n"), L(swizzle=4, raster="along_m"),
+                L(swizzle=8, raster="along_m"))
 _DECODE = (L(pdl=True),)
 # The GEMV's K split over a cluster: its own choice (one wave of resident CTAs), or forced
 _GEMV = (L(pdl=True), L(splits=2, pdl=True), L(splits=4, pdl=True))
@@ -52,15 +56,21 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 16, 128, _DECODE),
     Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
-    Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _GRID[:4]),
+    Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _MID),
     # mid M, without swap-AB: the weight's N on the tile's N side, which wgmma lets be any multiple of
     # 8, so that the tile count lands just under a whole number of waves (cuBLAS's nvjet kernels on an
     # H100 use 96x128, 112x128, 144x128 and 192x128 tiles here, weight side first)
-    Candidate(T((64, 96, 64), (1, 1, 1), "pingpong", "persistent"), 64, 512, _GRID[:4]),
+    Candidate(T((64, 96, 64), (1, 1, 1), "pingpong", "persistent"), 64, 512, _MID),
     Candidate(T((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
     Candidate(T((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
     Candidate(T((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
     Candidate(T((128, 192, 64), (1, 2, 1), "cooperative", "persistent"), 256, 8192, _GRID),
+    # mid M where the grid is one wave of one tile per CTA (4096 x 4096 at M = 512, 14336 x 4096 at M = 256):
+    # a pingpong CTA then has one warpgroup idle; cooperative ones split the tile over both
+    Candidate(T((128, 96, 64), (2, 1, 1), "cooperative", "persistent"), 128, 2048, _MID),
+    Candidate(T((128, 128, 64), (2, 1, 1), "cooperative", "persistent"), 128, 4096, _MID),
+    Candidate(T((128, 128, 64), (1, 2, 1), "cooperative", "persistent"), 128, 4096, _MID),
+    Candidate(T((128, 224, 64), (2, 1, 1), "cooperative", "persistent"), 128, 1024, _MID),
     # mid and large M
     Candidate(T((128, 64, 64), (1, 2, 1), "pingpong", "persistent"), 64, 2048, _GRID),
     Candidate(T((128, 128, 64), (1, 2, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
