@@ -227,7 +227,10 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
         return new
     keys = {(e.dtype, e.n, e.k, e.m) for e in new.entries}
     kept = tuple(e for e in old.entries if (e.dtype, e.n, e.k, e.m) not in keys)
-    return TunedTable(new.gpu, new.meta, kept + new.entries)
+    entries = kept + new.entries
+    # The meta describes the last run; the kernel count is the merged table's (what an AOT set builds).
+    meta = {**new.meta, "kernels": len({e.config.name for e in entries}), "cells_in_last_run": len(new.entries)}
+    return TunedTable(new.gpu, meta, entries)
 
 
 def write(table: TunedTable, path: Optional[Path] = None) -> Path:
