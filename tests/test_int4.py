@@ -37,6 +37,7 @@ FULL = "bias+gelu_tanh+residual"
     dict(dtype="fp16", config=DecodeConfig(), pdl=False),
     dict(weight="u4", epilogue="silu+residual", gated=True),
     dict(epilogue="gelu", config=DecodeConfig(8), gated=True),
+    dict(epilogue="bias+silu", config=DecodeConfig(8), gated=True),
 ])
 def test_uri_round_trips(kwargs):
     spec = Int4Spec(**kwargs)
@@ -56,7 +57,6 @@ def test_uri_round_trips(kwargs):
     (dict(out_dtype="e4m3"), "out_dtype"),
     (dict(weight="e4m3", config=DecodeConfig()), "decode kernel reads int4 weights"),
     (dict(weight="e4m3", gated=True), "gated int4-family kernel reads int4 weights"),
-    (dict(epilogue="bias+silu", gated=True), "no bias"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):
@@ -391,7 +391,8 @@ def test_fake_kernel_gives_shape_and_dtype():
                                              torch.empty(2, 64, dtype=torch.float16), None, 128, None, "silu", None)
         assert y.shape == (2, 3, 64) and y.dtype == torch.float16
         g = torch.ops.fused_gemm.int4_gated_linear(x, torch.empty(64, 128, dtype=torch.uint8),
-                                                   torch.empty(2, 64, dtype=torch.float16), None, 128, "silu", None)
+                                                   torch.empty(2, 64, dtype=torch.float16), None, 128, None, "silu",
+                                                   None)
         assert g.shape == (2, 3, 32) and g.dtype == torch.float16 and g.is_contiguous()
 
 
@@ -508,19 +509,22 @@ def test_decode_sweep_shapes(dtype, config):
 @pytest.mark.parametrize("m", GATED_M)
 @pytest.mark.parametrize("dtype, weight, epilogue", GATED_TEST_CASES, ids=["-".join(c) for c in GATED_TEST_CASES])
 def test_int4_gated_linear_matches_float64(dtype, weight, epilogue, m):
-    """SwiGLU/GeGLU on quantize_int4(pack_gate_up(w_gate, w_up)): act(x . W_gate^T) * (x . W_up^T)
-    (+ residual) against float64 of the dequantised gate and up weights."""
+    """SwiGLU/GeGLU on quantize_int4(pack_gate_up(w_gate, w_up)): act(x . W_gate^T + b_gate) *
+    (x . W_up^T + b_up) (+ residual) against float64 of the dequantised gate and up weights."""
     dt, inter = DTYPES[dtype], N_TEST // 2 + 8     # I = 144: 2I = 288 rows, no multiple of 64
     gen = torch.Generator().manual_seed(m)
     w_gate, w_up = (torch.randn(inter, K_TEST, generator=gen) / K_TEST ** 0.5 for _ in range(2))
     w = quantize_int4(fused_gemm.pack_gate_up(w_gate.to(dt), w_up.to(dt)), 128, weight == "s4").to("cuda")
     gate, up = fused_gemm.unpack_gate_up(w.dequantize(torch.float64))
-    act = epilogue.split("+")[0]
+    ep = Epilogue.parse(epilogue)
+    act = ep.activation
     x = torch.randn(m, K_TEST, dtype=dt, device="cuda")
-    residual = torch.randn(m, inter, dtype=dt, device="cuda") if "residual" in epilogue else None
+    residual = torch.randn(m, inter, dtype=dt, device="cuda") if ep.residual else None
+    bias = torch.randn(2 * inter, dtype=dt, device="cuda") if ep.bias else None   # cat(b_gate, b_up)
     out = torch.full((m, inter), float("nan"), dtype=dt, device="cuda")
-    got = fused_gemm.int4_gated_linear(x, w, act, residual, out=out)
-    ref = REFERENCE_ACTIVATIONS[act](x.double() @ gate.T) * (x.double() @ up.T)
+    got = fused_gemm.int4_gated_linear(x, w, act, residual, bias=bias, out=out)
+    b_gate, b_up = (bias.double()[:inter], bias.double()[inter:]) if bias is not None else (0.0, 0.0)
+    ref = REFERENCE_ACTIVATIONS[act](x.double() @ gate.T + b_gate) * (x.double() @ up.T + b_up)
     if residual is not None:
         ref = ref + residual.double()
     assert got is out
@@ -534,7 +538,8 @@ def test_int4_gated_compiled_graph_and_out_op():
                                                  for _ in range(2))), 128).to("cuda")
     check_compiled_and_out_op(
         lambda x: fused_gemm.int4_gated_linear(x, w),
-        lambda x, out: torch.ops.fused_gemm.int4_gated_linear_out(x, w.packed, w.scales, None, 128, "silu", None, out),
+        lambda x, out: torch.ops.fused_gemm.int4_gated_linear_out(x, w.packed, w.scales, None, 128, None, "silu", None,
+                                                                           out),
         K_TEST, 144)
     x = torch.randn(2, 3, K_TEST, dtype=torch.bfloat16, device="cuda")
     assert_close(fused_gemm.int4_gated_linear(x, w).reshape(6, 144), fused_gemm.int4_gated_linear(x.reshape(6, -1), w)
@@ -612,3 +617,14 @@ def test_bad_gpu_inputs_name_the_argument():
     with pytest.raises(ValueError, match="out overlaps x"):
         big = torch.empty(7, K_TEST + N_TEST, dtype=torch.bfloat16, device="cuda")
         fused_gemm.int4_linear(big[:, :K_TEST], w, out=big[:, K_TEST - 16:K_TEST - 16 + N_TEST])
+
+
+@pytest.mark.gpu
+def test_int4_gated_bias_must_be_both_halves():
+    """A gated bias is [2I] (the gate's, then the up's): an [I] one is refused before the launch."""
+    w = quantize_int4(fused_gemm.pack_gate_up(*(torch.randn(144, K_TEST, dtype=torch.bfloat16) / K_TEST ** 0.5
+                                                 for _ in range(2))), 128).to("cuda")
+    x = torch.randn(3, K_TEST, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="bias"):
+        fused_gemm.int4_gated_linear(x, w, "silu", torch.zeros(3, 144, dtype=torch.bfloat16, device="cuda"),
+                                     bias=torch.randn(144, dtype=torch.bfloat16, device="cuda"))

@@ -8,7 +8,7 @@ torch.library ops (each with a fake kernel; an Int4Weight is passed as its tenso
     fused_gemm::int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual) -> Tensor
     fused_gemm::int4_linear_out(x, packed, scales, zeros, group_size, bias, activation, residual,
                                 Tensor(a!) out) -> ()
-    fused_gemm::int4_gated_linear(x, packed, scales, zeros, group_size, activation, residual) -> Tensor
+    fused_gemm::int4_gated_linear(x, packed, scales, zeros, group_size, bias, activation, residual) -> Tensor
     fused_gemm::int4_gated_linear_out(..., Tensor(a!) out) -> ()
 ``fused_gemm.int4_gated_linear`` is SwiGLU/GeGLU on a quantize_int4(pack_gate_up(...)) weight.
 A plain eager call skips the dispatcher and runs the same implementation directly.
@@ -38,7 +38,7 @@ def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int
 
 def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out, gated=False):
     """The implementation every route ends in: picks the kernel for x's shape, runs it (which checks
-    every argument).  gated: int4_gated_linear's (no bias; activation is the gate's)."""
+    every argument).  gated: int4_gated_linear's (activation is the gate's; bias [2I], gate's then up's)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     xs = x.shape
@@ -56,7 +56,7 @@ def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residua
                         f"dtype {x.dtype}")
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
     if gated:
-        op = choose_kernel(_gated_selection, x, "s4" if zeros is None else "u4", group_size, None, activation, residual,
+        op = choose_kernel(_gated_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual,
                            m, k, gated=True)
     else:
         op = select(x, zeros, group_size, bias, activation, residual, m, k)
@@ -86,26 +86,28 @@ def int4_linear(x: Tensor, w: Int4Weight, bias: Optional[Tensor] = None, activat
     return route("int4_linear", _int4_linear, args, out, x, bias, residual)
 
 
-def _int4_gated(x, packed, scales, zeros, group_size, activation, residual, out):
-    return _int4_linear(x, packed, scales, zeros, group_size, None, activation, residual, out, gated=True)
+def _int4_gated(x, packed, scales, zeros, group_size, bias, activation, residual, out):
+    return _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out, gated=True)
 
 
 def int4_gated_linear(x: Tensor, w: Int4Weight, activation: str = "silu", residual: Optional[Tensor] = None, *,
-                      out: Optional[Tensor] = None) -> Tensor:
-    """SwiGLU/GeGLU on an int4 weight in one kernel: ``activation(x @ W_gate.T) * (x @ W_up.T) +
-    residual``, [..., I], the [M, 2I] intermediate never in memory.
+                      bias: Optional[Tensor] = None, out: Optional[Tensor] = None) -> Tensor:
+    """SwiGLU/GeGLU on an int4 weight in one kernel: ``activation(x @ W_gate.T + b_gate) * (x @ W_up.T
+    + b_up) + residual``, [..., I], the [M, 2I] intermediate never in memory.
 
     w: ``quantize_int4(pack_gate_up(w_gate, w_up), group_size)`` (the packed [2I, K] weight,
-    quantised after packing: each group's scales are per packed row).  No bias.  M <= 8 runs the
-    decode kernel, larger M the mixed-input kernel with the gated family's pair epilogue.
+    quantised after packing: each group's scales are per packed row).  bias: [2I] in x's dtype,
+    ``torch.cat([b_gate, b_up])`` (a merged gate/up projection's bias as checkpoints hold it; made
+    once, at load).  M <= 8 runs the decode kernel, larger M the mixed-input kernel with the gated
+    family's pair epilogue.
     """
     w = _weight(w)
     if isinstance(x, Tensor) and x.dim() and x.shape[-1] != w.K:
         raise ValueError(f"x has K = {x.shape[-1]}, but w is [2I, K] = [{w.N}, {w.K}]")
     if w.N % 16:
         raise ValueError(f"w has {w.N} rows: a pack_gate_up weight has 2I rows, a multiple of 16")
-    args = (x, w.packed, w.scales, w.zeros, w.group_size, activation, residual)
-    return route("int4_gated_linear", _int4_gated, args, out, x, residual)
+    args = (x, w.packed, w.scales, w.zeros, w.group_size, bias, activation, residual)
+    return route("int4_gated_linear", _int4_gated, args, out, x, bias, residual)
 
 
 # -- the torch.library registrations -----------------------------------------------------------
@@ -132,21 +134,18 @@ def _linear_out_impl(x, packed, scales, zeros, group_size, bias, activation, res
 define("int4_linear", f"({_ARGS}) -> Tensor", _linear_impl, _linear_fake)
 define("int4_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _linear_out_impl, no_output)
 
-_GATED_ARGS = "Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group_size, str? activation, Tensor? residual"
+def _gated_impl(x, packed, scales, zeros, group_size, bias, activation, residual):
+    return _int4_gated(x, packed, scales, zeros, group_size, bias, activation, residual, None)
 
 
-def _gated_impl(x, packed, scales, zeros, group_size, activation, residual):
-    return _int4_gated(x, packed, scales, zeros, group_size, activation, residual, None)
-
-
-def _gated_fake(x, packed, scales, zeros, group_size, activation, residual):
-    _linear_fake(x, packed, scales, zeros, group_size, None, activation, residual)   # the same shape checks
+def _gated_fake(x, packed, scales, zeros, group_size, bias, activation, residual):
+    _linear_fake(x, packed, scales, zeros, group_size, bias, activation, residual)   # the same shape checks
     return x.new_empty((*x.shape[:-1], packed.shape[0] // 2))                      # contiguous, as the kernel's
 
 
-def _gated_out_impl(x, packed, scales, zeros, group_size, activation, residual, out) -> None:
-    _int4_gated(x, packed, scales, zeros, group_size, activation, residual, out)
+def _gated_out_impl(x, packed, scales, zeros, group_size, bias, activation, residual, out) -> None:
+    _int4_gated(x, packed, scales, zeros, group_size, bias, activation, residual, out)
 
 
-define("int4_gated_linear", f"({_GATED_ARGS}) -> Tensor", _gated_impl, _gated_fake)
-define("int4_gated_linear_out", f"({_GATED_ARGS}, Tensor(a!) out) -> ()", _gated_out_impl, no_output)
+define("int4_gated_linear", f"({_ARGS}) -> Tensor", _gated_impl, _gated_fake)
+define("int4_gated_linear_out", f"({_ARGS}, Tensor(a!) out) -> ()", _gated_out_impl, no_output)

@@ -35,8 +35,8 @@ class Int4Op(KernelOp):
     specs) [K/group_size, N] in x's dtype; bias [N]; residual [..., N] (may be ``out``).  An 'e4m3'
     spec takes an ``Fp8Weight``'s tensors (fused_gemm.fp8_weight_linear): packed float8_e4m3fn
     [N, K], scales float32 [N], zeros None, group_size K.  A gated spec (int4_gated_linear) takes a
-    quantize_int4(pack_gate_up(...)) weight's N = 2I rows and writes act(gate) * up: out and residual
-    are [..., N/2], and it has no bias."""
+    quantize_int4(pack_gate_up(...)) weight's N = 2I rows and writes act(gate + b_gate) * (up + b_up):
+    out and residual are [..., N/2], bias [N] = cat(b_gate, b_up)."""
 
     def __init__(self, spec: Int4Spec, library: KernelLibrary):
         assert library.packer.format == PROBLEM.format

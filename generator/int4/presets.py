@@ -41,7 +41,8 @@ def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "s
 
 
 # (dtype, weight, epilogue) of tests/test_int4.py's gated cases.
-GATED_TEST_CASES = (("bf16", "s4", "silu"), ("bf16", "u4", "silu+residual"), ("fp16", "s4", "gelu_tanh+residual"))
+GATED_TEST_CASES = (("bf16", "s4", "silu"), ("bf16", "u4", "silu+residual"), ("fp16", "s4", "gelu_tanh+residual"),
+                    ("bf16", "s4", "bias+silu+residual"))
 
 
 def fp8_weight_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype: Optional[str] = None,

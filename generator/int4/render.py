@@ -47,7 +47,9 @@ def formula(spec: Int4Spec) -> str:
 
 
 def gated_formula(spec: Int4Spec) -> str:
-    x = f"{spec.epilogue.activation}(alpha * x.dequant(W)[gate n]) * (alpha * x.dequant(W)[up n])"
+    gate_bias, up_bias = (" + bias[n]", " + bias[I + n]") if spec.epilogue.bias else ("", "")
+    x = (f"{spec.epilogue.activation}(alpha * x.dequant(W)[gate n]{gate_bias}) * "
+         f"(alpha * x.dequant(W)[up n]{up_bias})")
     return x + (" + beta * C[m,n]" if spec.epilogue.residual else "")
 
 
@@ -77,6 +79,7 @@ def _gated_context(spec: Int4Spec) -> Dict[str, Any]:
         element_w=DTYPES[spec.weight][0],
         zeros=spec.weight == "u4",
         element_d=DTYPES[spec.out_dtype][0],
+        element_bias=DTYPES[spec.bias_dtype][0],
         element_residual=DTYPES[spec.residual_dtype][0],
         activation=PAIR_ACTIVATIONS[spec.epilogue.activation],
         kernel_schedule=KERNEL_SCHEDULES[spec.config.schedule][0],

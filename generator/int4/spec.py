@@ -89,8 +89,6 @@ class Int4Spec:
         if self.gated:
             if self.weight not in INT4_WEIGHTS:
                 raise SpecError(f"a gated int4-family kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
-            if ep.bias:
-                raise SpecError("a gated int4 kernel takes no bias yet (Llama-style MLPs have none)")
             if self.decode and cfg.blocks != 8:
                 raise SpecError("a gated decode kernel needs blocks=8 (each cluster rank's outputs whole 16-row blocks)")
         if self.decode:

@@ -125,7 +125,7 @@ struct Int4Decode {
   static constexpr bool kCorrectEachStep = std::is_same_v<Element, cutlass::half_t>;
   // Gated: 8 blocks per CTA (the largest cluster's rank count), so that every rank's share of the
   // outputs is whole 16-row blocks, a gate with its up.
-  static_assert(!Kernel::kGated || (kBlocks == 8 && !Kernel::kBias), "gated decode: kBlocks 8, no bias");
+  static_assert(!Kernel::kGated || kBlocks == 8, "gated decode: kBlocks 8");
   // What the MMA sums per code beyond the code itself (see Int4DecodeTraits).
   static constexpr float kOffset = Traits::kMagicValue + (kZeros ? 0.f : 8.f);
   static constexpr uint32_t kXor = Traits::kMagic | (kZeros ? 0u : 0x00080008u);
@@ -213,15 +213,21 @@ struct Int4Decode {
   };
 
   // The epilogue of the output at packed row `row` of token `token` (a gate row for a gated weight,
-  // whose up is `partner`): act(alpha * sum + bias) + beta * residual, or act(alpha * gate) *
-  // (alpha * up) + beta * residual.
+  // whose up is `partner`): act(alpha * sum + bias) + beta * residual, or act(alpha * gate + bias[col])
+  // * (alpha * up + bias[I + col]) + beta * residual (a gated bias is [2I], the gate's then the up's).
   CUTLASS_DEVICE static void store(Int4DecodeParams const &p, int block0, int token, int row, float sum,
                                    float partner = 0.f) {
     int const n = block0 * 16 + row;
     if (n >= p.n) return;
     if constexpr (Kernel::kGated) {
       int const col = (n / 16) * 8 + n % 8;
-      float v = typename Kernel::Activation{}(p.alpha * sum) * (p.alpha * partner);
+      float gate = p.alpha * sum, up = p.alpha * partner;
+      if constexpr (Kernel::kBias) {
+        auto const *bias = static_cast<typename Kernel::ElementBias const *>(p.bias);
+        gate += static_cast<float>(bias[col]);
+        up += static_cast<float>(bias[p.n / 2 + col]);
+      }
+      float v = typename Kernel::Activation{}(gate) * up;
       if constexpr (Kernel::kResidual) {
         v += p.beta * static_cast<float>(static_cast<typename Kernel::ElementC const *>(p.c)[token * p.ldc + col]);
       }
