@@ -89,7 +89,7 @@ def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float
     return {"graph": graph, **{f"{k}_s": v for k, v in medians.items()}, **{f"over_{k}": v for k, v in ratios.items()}}
 
 
-def time_cold(case: Case, idle_s: float) -> Dict[str, float]:
+def time_cold(case: Case, m: int, idle_s: float) -> Dict[str, float]:
     """Ours and the baselines after ``idle_s`` seconds of an idle GPU, within about its first second of
     load (a few calls each, interleaved); then a warm-up back to steady clocks."""
     variants = {"ours": case.ours, **case.baselines}
@@ -97,7 +97,8 @@ def time_cold(case: Case, idle_s: float) -> Dict[str, float]:
         calls[0]()
     torch.cuda.synchronize()
     time.sleep(idle_s)
-    samples = time_samples(variants, reps=3, min_calls=2 if case.flop > 2e11 else 8)
+    samples = time_samples(variants, graph=timed_in_graph(m, case.flop), reps=3,   # as the steady sample
+                           min_calls=2 if case.flop > 2e11 else 8)
     ratios = paired_ratios(samples, "ours")
     warm_gpu(1.5)
     return {"ours_s": statistics.median(samples["ours"]), **{f"over_{k}": v for k, v in ratios.items()}}
@@ -106,7 +107,7 @@ def time_cold(case: Case, idle_s: float) -> Dict[str, float]:
 def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer: str, n: int, k: int, m: int,
             ceilings: Ceilings, with_compile: bool, cold: float = 0.0) -> dict:
     case = OPS[op_name].make(n, k, m, dtype, epilogue, with_compile)
-    cold_t = time_cold(case, cold) if cold and m > GRAPH_MAX_M else None   # prefill rows
+    cold_t = time_cold(case, m, cold) if cold and m > GRAPH_MAX_M else None   # prefill rows
     t = time_case(case, m)
     ours = t["ours_s"]
     row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,

@@ -123,6 +123,9 @@ def _linear_fake(x, packed, scales, zeros, group_size, bias, activation, residua
     if packed.dim() != 2 or scales.dim() != 2 or x.dim() == 0:
         raise ValueError(f"x {tuple(x.shape)}, packed {tuple(packed.shape)}, scales {tuple(scales.shape)}: expected "
                          "[..., K], [N, K/2] and [K/group_size, N]")
+    if bias is not None and tuple(bias.shape) != (packed.shape[0],):
+        raise ValueError(f"bias has shape {tuple(bias.shape)}; expected [N] = [{packed.shape[0]}] (a gated weight's "
+                         "2I rows: cat(b_gate, b_up))")
     return x.new_empty((*x.shape[:-1], packed.shape[0]))
 
 

@@ -57,7 +57,8 @@ class Int4Spec:
     pdl: bool = True
     arch: str = "sm90a"
     # SwiGLU/GeGLU: the weight is pack_gate_up's [2I, K] (quantised after packing) and the output
-    # act(x . W_gate^T) * (x . W_up^T) [M, I]; epilogue.activation is the gate's.
+    # act(x . W_gate^T + b_gate) * (x . W_up^T + b_up) [M, I]; epilogue.activation is the gate's, a
+    # bias is [2I] (b_gate, then b_up).
     gated: bool = False
 
     def __post_init__(self):
