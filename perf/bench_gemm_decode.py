@@ -34,7 +34,7 @@ def reference(x, w, b):
     return F.gelu(x.double() @ w.double().T + b.double(), approximate="tanh")
 
 
-def shape_rows(n, k, m, floor_s, configs, splits_list):
+def shape_rows(n, k, m, floor_s, splits_list):
     per_set = n * k * 2 + n * 2 + m * k * 2
     sets = []
     for _ in range(rotation_count(per_set)):
@@ -48,7 +48,7 @@ def shape_rows(n, k, m, floor_s, configs, splits_list):
     }
     errors = {"linear": float((fused_gemm.linear(*sets[0][:2], sets[0][2], "gelu_tanh").double()
                                - reference(*sets[0])).norm() / reference(*sets[0]).norm())}
-    for config in configs:
+    for config in decode_configs():
         if m > config.tokens:
             continue
         op = fused_gemm.compile(GemmSpec("bf16", epilogue=EPILOGUE, config=config))
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for (n, k), layer in reversed(list(shapes.items())):
             for m in args.m:
-                for r in shape_rows(n, k, m, n * k * 2 / bandwidth, decode_configs(), args.splits):
+                for r in shape_rows(n, k, m, n * k * 2 / bandwidth, args.splits):
                     rows.append({"layer": layer, **r})
     if args.json:
         with open(args.json, "w") as f:
