@@ -551,10 +551,13 @@ def test_decode_and_gated_kernels_refuse_tiling_launch_options():
     w = make_weight(N_TEST, K_TEST, 128, True, torch.bfloat16)
     x = torch.randn(1, K_TEST, dtype=torch.bfloat16, device="cuda")
     op = jit.compile(spec_for("bf16", "s4", "none", 128, K_TEST, 1))
-    with pytest.raises(ValueError, match="takes only launch.pdl"):
+    with pytest.raises(ValueError, match="takes launch.pdl and launch.splits"):
         op(x, w.packed, w.scales, None, 128, launch=LaunchOptions(swizzle=2))
-    assert_close(op(x, w.packed, w.scales, None, 128, launch=LaunchOptions(pdl=False)), weight_only_reference(x, w),
-                 WEIGHT_ONLY_TOL[torch.bfloat16])
+    with pytest.raises(ValueError, match="launch.splits"):
+        op(x, w.packed, w.scales, None, 128, launch=LaunchOptions(splits=9))
+    for launch in (LaunchOptions(pdl=False), LaunchOptions(splits=2), LaunchOptions(splits=3, pdl=False)):
+        assert_close(op(x, w.packed, w.scales, None, 128, launch=launch), weight_only_reference(x, w),
+                     WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -428,6 +428,10 @@ struct Int4DecodeLauncher {
     int64_t const out_n = Kernel::kGated ? p.n / 2 : p.n;
     if (p.ldd < out_n || (Kernel::kResidual && p.ldc < out_n)) return fail(FG_ERR_INVALID, "output/residual rows too short");
     if ((p.n / 16 + Decode::kBlocks - 1) / Decode::kBlocks > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
+    if (p.splits > gemv::kMaxRanks || (Kernel::kGated && p.splits > 1 && (p.splits & (p.splits - 1)))) {
+      return fail(FG_ERR_INVALID, "splits = " + std::to_string(p.splits) + ": a decode kernel splits K over at most " +
+                                      std::to_string(gemv::kMaxRanks) + " CTAs (a cluster; a power of two when gated)");
+    }
     return FG_OK;
   }
 
@@ -453,9 +457,9 @@ struct Int4DecodeLauncher {
     int const row_groups = (d.blocks_n + Decode::kBlocks - 1) / Decode::kBlocks;
     // About two CTAs per SM, each warp with at least two steps of K.  On an H100, fewer and larger
     // CTAs (all resident at once) ran 4096-row weights 1.5x slower; 16-token kernels with 8 warps fit
-    // one CTA per SM and run in waves.
+    // one CTA per SM and run in waves.  A launch's splits overrides it (perf/int4_decode_launch.py).
     int const splits = gemv::choose_splits<true>(2 * Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
-                                                 Decode::kWarps, 2, 0);
+                                                 Decode::kWarps, 2, int(p.splits));
     return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "int4 decode");
   }
