@@ -70,7 +70,7 @@ class AbiStruct:
     def c_declaration(self) -> str:
         """The typedef, its version macro and compile-time checks of the layout Python packs."""
         macro = "FG_" + "".join("_" + c if c.isupper() else c.upper() for c in self.name[2:]).lstrip("_")
-        lines = [f"// Generated from generator/abi.py; Python packs exactly this layout.",
+        lines = ["// Generated from generator/abi.py; Python packs exactly this layout.",
                  f"#define {macro}_ABI_VERSION {self.version}",
                  f"typedef struct {self.name} {{"]
         for f in self.fields:

@@ -87,7 +87,7 @@ def cmd_info(args) -> int:
         print(f"toolchain : unavailable: {exc}")
     print(f"build jobs: {default_jobs()} at a time (cores and free memory)")
     driver = driver_cuda_version()
-    print(f"driver    : " + (f"supports CUDA {driver[0]}.{driver[1]} (cuda.bindings)" if driver else
+    print("driver    : " + (f"supports CUDA {driver[0]}.{driver[1]} (cuda.bindings)" if driver else
                              "no NVIDIA driver found (cuda.bindings)"))
     try:
         import torch

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fused_gemm
-from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
+from fused_gemm.bench.timing import paired_ratios, require_gpu, time_samples, warm_gpu
 
 TOKENS, HEADS = 16384, 32
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                     help="force fused_gemm.attention's kernels (FUSED_GEMM_ATTENTION_BACKEND)")
     args = ap.parse_args(argv)
     os.environ["FUSED_GEMM_ATTENTION_BACKEND"] = args.backend
-    torch.manual_seed(0)
+    require_gpu("bench_attention")
     warm_gpu()
     rows = []
     with torch.no_grad():

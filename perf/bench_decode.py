@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import fused_gemm
-from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
+from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, time_samples, warm_gpu
 
 HQ, HKV, D = 32, 8, 128
 
@@ -61,7 +60,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    torch.manual_seed(0)
+    require_gpu("bench_decode")
     warm_gpu()
     bandwidth = copy_bandwidth()
     with torch.no_grad():

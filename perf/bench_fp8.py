@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
-from fused_gemm.bench.timing import compare, paired_ratios, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import compare, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 FP8 = torch.float8_e4m3fn
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]    # (N, K), Llama-3-8B
@@ -170,9 +170,7 @@ def main(argv=None):
                     help="accumulation mode of both sides (use_fast_accum False / True)")
     ap.add_argument("--only", choices=("prefill", "decode", "quant"), help="run one section")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_fp8 needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu("bench_fp8")
     modes = {"precise": (False,), "fast": (True,), "both": (False, True)}[args.accum]
     fused_gemm.warmup("fp8-bench")                       # build (if missing) and load every kernel first
     warm_gpu()

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import fused_gemm
 from fused_gemm.bench.environment import write_rows
-from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 K, I = 4096, 14336
 M_VALUES = (1, 16, 128, 512, 1024, 2048, 4096, 16384)
@@ -118,9 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the rows here as JSON")
     ap.add_argument("--m", type=int, nargs="*", default=list(M_VALUES))
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_gated needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu("bench_gated")
     bandwidth = copy_bandwidth()
     floor_s = 2 * I * K * 2 / bandwidth
     warm_gpu()

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 import fused_gemm
 from fused_gemm.bench.models import layers
-from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 from fused_gemm.generator import GemmSpec, LaunchOptions
 from fused_gemm.generator.gemm.presets import decode_configs
 
@@ -80,9 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, nargs="*", default=list(SPLITS), help="K splits to force (1: the kernel's own)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_gemm_decode needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu("bench_gemm_decode")
     bandwidth = copy_bandwidth()
     warm_gpu()
     rows = []

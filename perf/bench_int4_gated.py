@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.bench.environment import write_rows
-from fused_gemm.bench.timing import compare, rotation_count, warm_gpu
+from fused_gemm.bench.timing import compare, require_gpu, rotation_count, warm_gpu
 
 K, INTER, GROUP = 4096, 14336, 128
 M_VALUES = (1, 16, 4096)
@@ -66,9 +66,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the rows here as JSON")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_int4_gated needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu("bench_int4_gated")
     jit.warmup("int4-gated-bench", "int4-bench", "gated-bench")
     warm_gpu()
     with torch.no_grad():

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch.nn.functional as F
 
 import fused_gemm  # noqa: E402
 from fused_gemm.gemm.linear import select  # noqa: E402
-from fused_gemm.bench.timing import compare, paired_ratios, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import compare, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 PREFILL = [(4096, 4096, 4096), (4096, 14336, 4096)]
 DECODE = [(m, n, 4096) for m in (1, 16) for n in (4096, 14336)]
@@ -159,9 +158,7 @@ def main(argv=None):
     ap.add_argument("--json", help="write the rows here as JSON")
     ap.add_argument("--only", choices=("prefill", "decode"), help="run one half")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("bench_linear needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu("bench_linear")
     rows = []
     if args.only != "decode":
         warm_gpu()

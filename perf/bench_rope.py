@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
-from fused_gemm.bench.timing import paired_ratios, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 K, HQ, HKV, D = 4096, 32, 8, 128
 N = (HQ + 2 * HKV) * D
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
                          "with _l1r64 for the L1 reserve) "
                          "under every launch option against linear, per M")
     args = ap.parse_args(argv)
-    torch.manual_seed(0)
+    require_gpu("bench_rope")
     CACHE = fused_gemm.rope_cos_sin_cache(131072, D, base=500000.0, device="cuda")
     warm_gpu()
     if args.launch_sweep:

@@ -21,7 +21,7 @@ import torch
 
 import fused_gemm
 from fused_gemm.bench.models import layers
-from fused_gemm.bench.timing import copy_bandwidth, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import copy_bandwidth, require_gpu, rotation_count, time_samples, warm_gpu
 
 
 def shape_row(n: int, k: int, bandwidth: float) -> dict:
@@ -54,9 +54,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="llama3-8b")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("decode_read_floor needs a CUDA GPU")
-    torch.manual_seed(0)
+    require_gpu("decode_read_floor")
     bandwidth = copy_bandwidth()
     warm_gpu()
     shapes = dict.fromkeys((n, k) for _, n, k in layers(args.preset))

@@ -16,7 +16,7 @@ import torch
 
 import fused_gemm
 from fused_gemm import jit
-from fused_gemm.bench.timing import compare, copy_bandwidth, rotation_count, warm_gpu
+from fused_gemm.bench.timing import compare, copy_bandwidth, require_gpu, rotation_count, warm_gpu
 from fused_gemm.generator import LaunchOptions
 from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig, Int4Spec
@@ -50,10 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, nargs="+", default=[0, 2, 4, 8])
     ap.add_argument("--configs", nargs="+", help="decode config names (default: the sweep's)")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
-        return 2
-    torch.manual_seed(0)
+    require_gpu("int4_decode_launch")
     configs = [DecodeConfig.from_name(c) for c in args.configs] if args.configs else list(DECODE_SWEEP_CONFIGS)
     bandwidth = copy_bandwidth()
     warm_gpu()

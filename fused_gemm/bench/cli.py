@@ -4,7 +4,6 @@ Importing this module imports no torch: the generator's commands (codegen, build
 parser and must run on a machine without it."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import List
 

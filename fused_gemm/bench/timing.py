@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 from typing import Callable, Dict, List, Sequence
 
 import torch
 
 Calls = Sequence[Callable[[], object]]
+
+
+def require_gpu(script: str, seed: int = 0) -> None:
+    """A benchmark's first step: exit with a message naming ``script`` when there is no CUDA GPU, then
+    seed torch's generators (every run draws the same inputs)."""
+    if not torch.cuda.is_available():
+        sys.exit(f"{script} needs a CUDA GPU (sm_90a)")
+    torch.manual_seed(seed)
 
 
 def rotation_count(bytes_per_set: int, device=None, factor: int = 3) -> int:

@@ -8,7 +8,6 @@ A rotated set is a tuple whose first two items are x and the weight (an Int4Weig
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -17,6 +16,7 @@ from .. import jit
 from ..generator import Int4Spec, LaunchOptions
 from ..generator.int4.heuristics import sweep_configs
 from ..generator.int4.spec import DecodeConfig
+from .timing import require_gpu
 
 CHECKED_ROWS = 256     # rel_err checks at most this many rows of x
 
@@ -31,9 +31,7 @@ def start_run(script: str, doc: str, sweep_help: str, preset: str, sweep_preset:
     ap.add_argument("--only", choices=("decode", "prefill"), help="run one section")
     ap.add_argument("--sweep", action="store_true", help=sweep_help)
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit(f"{script} needs a CUDA GPU (sm_90a)")
-    torch.manual_seed(0)
+    require_gpu(script)
     jit.warmup(preset, *([sweep_preset] if args.sweep else []))
     return args
 

@@ -12,7 +12,6 @@ from typing import Optional
 import torch
 
 from .. import checks
-from ..checks import ALIGN_BYTES
 from ..generator import LaunchOptions
 from ..generator.gated import PROBLEM, GatedSpec
 from ..kernel_op import TORCH_ACTIVATIONS, TORCH_DTYPES, KernelOp, raw_stream
