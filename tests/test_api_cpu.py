@@ -45,6 +45,14 @@ def test_heuristics_cover_every_m_and_use_swap_ab_for_decode():
         assert not pick(arch, 4096).config.swap_ab
 
 
+def test_split_count_aims_for_one_cta_an_sm_at_head_dim_128():
+    """The heuristic's table (generator/decode/heuristics.py): one wave of about one CTA an SM, each
+    split at least MIN_KEYS long, no split where the groups fill the GPU alone."""
+    from fused_gemm.generator.decode.heuristics import splits
+    assert [splits(b * 8, 32768, 128, 132) for b in (1, 2, 4, 8, 32)] == [16, 8, 4, 2, 1]
+    assert splits(8, 1024, 128, 132) == 2
+
+
 def test_attention_backend_is_forced_by_the_environment(monkeypatch):
     from fused_gemm.attention.api import BACKEND_ENV, backend
     for value, arch in (("sm80", "sm80"), ("sm90a", "sm90a"), ("sm90", "sm90a")):

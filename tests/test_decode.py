@@ -138,3 +138,4 @@ def test_bad_input_is_refused_before_launch():
         fused_gemm.decode_attention(q.expand(2, 17, 4, 64), k, v, seqlens)
     with pytest.raises(ValueError, match="differ"):
         fused_gemm.decode_attention(q, k, v[:, :32], seqlens)
+

@@ -1,15 +1,19 @@
 """Decode attention's choices, as data: the kernel per head dim and how many key ranges (splits) a
 sequence is cut into.  Work groups (batch x kv head x row group) times splits are the CTAs; the
-split count is the smallest that fills the GPU's CTA slots to WAVE_FILL in its last wave (one wave
-of 256 groups on 264 slots needs no split at all, and no merge), keeping each split at least
-MIN_KEYS long (shorter ones cost more to merge than they bring).  Measured on an H100
-(perf/bench_decode.py)."""
+split count is the smallest that fills SPLIT_SLOTS_PER_SM CTAs an SM to WAVE_FILL in the last wave
+(one wave of 256 groups needs no split at all, and no merge), keeping each split at least MIN_KEYS
+long (shorter ones cost more to merge than they bring).  Measured on an H100 and an H200
+(perf/bench_decode.py, perf/decode_splits.py)."""
 from __future__ import annotations
 
 from .spec import DecodeSpec
 
-STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM at 128 (96 KB of shared memory each)
-CTAS_PER_SM = {64: 2, 128: 2, 256: 1}
+STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM fit at 128 (96 KB of shared memory each)
+# The CTAs an SM the split count aims for.  At 128 one: a split CTA alone on its SM streams its keys
+# about as fast as two do, and every split adds merge work.  Llama-3-8B's 8 kv heads at 32k keys
+# (perf/results/h{100,200}_decode_splits.txt): B = 1 ran 0.96-0.98x SDPA's time at 16 splits (128
+# CTAs) against 0.89-0.91x at 32 (256 CTAs, two an SM); B = 2 and 4 on the H200 likewise best at 128 CTAs.
+SPLIT_SLOTS_PER_SM = {64: 2, 128: 1, 256: 1}
 WAVE_FILL = 0.96
 MIN_KEYS = 512
 
@@ -19,7 +23,7 @@ def pick(dtype: str, head_dim: int, arch: str = "sm90a") -> DecodeSpec:
 
 
 def splits(groups: int, max_len: int, head_dim: int, sm_count: int) -> int:
-    slots = sm_count * CTAS_PER_SM.get(head_dim, 1)
+    slots = sm_count * SPLIT_SLOTS_PER_SM.get(head_dim, 1)
     most = max(1, -(-max_len // MIN_KEYS))
     for n in range(1, most + 1):
         ctas = groups * n
