@@ -53,6 +53,14 @@ def test_split_count_aims_for_one_cta_an_sm_at_head_dim_128():
     assert splits(8, 1024, 128, 132) == 2
 
 
+
+def test_decode_attention_spec_names_its_pdl_build():
+    from fused_gemm.generator.decode.spec import DecodeSpec
+    from fused_gemm.generator.render import render
+    for spec in (DecodeSpec(), DecodeSpec("fp16", 64, 4, pdl=False)):
+        assert DecodeSpec.from_uri(spec.uri) == spec and spec.uri.endswith("_nopdl") != spec.pdl
+        assert ("#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in render(spec)) == spec.pdl
+
 def test_attention_backend_is_forced_by_the_environment(monkeypatch):
     from fused_gemm.attention.api import BACKEND_ENV, backend
     for value, arch in (("sm80", "sm80"), ("sm90a", "sm90a"), ("sm90", "sm90a")):

@@ -18,13 +18,17 @@ ROWS = 16                    # query rows (GQA group x new tokens) per CTA
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """``stages`` K/V tiles in flight per CTA (shared memory: stages * 2 * 64 * D * 2 bytes)."""
+    """``stages`` K/V tiles in flight per CTA (shared memory: stages * 2 * 64 * D * 2 bytes).  ``pdl``
+    builds the kernels to launch with programmatic dependent launch where it pays (a launch without a
+    key split): they wait for the previous kernel before their first global access, so they may
+    follow any kernel."""
     family = "decode"
 
     dtype: str = "bf16"
     head_dim: int = 128
     stages: int = 3
     arch: str = "sm90a"
+    pdl: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -44,11 +48,12 @@ class DecodeSpec:
 
     @property
     def uri(self) -> str:
-        return f"decode_{self.arch}_{self.dtype}_d{self.head_dim}_s{self.stages}"
+        return f"decode_{self.arch}_{self.dtype}_d{self.head_dim}_s{self.stages}" + ("" if self.pdl else "_nopdl")
 
     @classmethod
     def from_uri(cls, uri: str) -> "DecodeSpec":
-        return uri_parse(cls, _URI, uri, "a decode", lambda g: cls(g["dtype"], int(g["d"]), int(g["s"]), g["arch"]))
+        return uri_parse(cls, _URI, uri, "a decode",
+                         lambda g: cls(g["dtype"], int(g["d"]), int(g["s"]), g["arch"], not g["nopdl"]))
 
 
-_URI = re.compile(r"^decode_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)_s(?P<s>\d+)$")
+_URI = re.compile(r"^decode_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)_s(?P<s>\d+)(?P<nopdl>_nopdl)?$")

@@ -12,6 +12,12 @@
 //     transposed for V), online softmax per warp, the warps merged at the end.
 //   * With one split, the CTA writes O; otherwise each split writes its normalised O and its LSE
 //     to a workspace and decode_combine_kernel merges them (a long sequence fills the GPU).
+//   * Built with PDL (DecodeSpec.pdl), an unsplit launch (one kernel) uses programmatic stream
+//     serialization: the kernel waits (griddepcontrol.wait) before its first global access, so it may
+//     follow any kernel, whose launch gap and tail its own launch and set-up then overlap; it lets
+//     the next kernel start once its tiles are done, before its warps merge.  Split launches (split
+//     kernel + merge) run without: with PDL an H100 ran them 7-14% slower (perf/bench_decode.py,
+//     B = 1 to 4 at 32k keys).  Both kernels wait all the same (a no-op after a plain launch).
 // New token t of T is at position len - T + t: it sees keys j <= len - T + t (causal among the new
 // tokens).  A sequence with no keys gets O = 0 and LSE = +inf.
 #pragma once
@@ -28,6 +34,7 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/numeric_conversion.h"
 #include "cutlass/numeric_types.h"
+#include "fused_gemm/common/grid_dependency.hpp"
 #include "fused_gemm/common/status.h"
 
 namespace fused_gemm {
@@ -116,6 +123,7 @@ struct DecodeKernel {
     int const kv_head = blockIdx.y / p.row_groups, row_group = blockIdx.y % p.row_groups;
     int const group = p.num_heads / p.num_kv_heads;
     int const rows = p.tokens * group;                      // query rows of this kv head
+    wait_for_previous_grid();                                // q, the caches and the lengths may be its output
     int const len = min(max(p.seqlens[b], 0), p.max_len);   // lengths past the cache are clamped
     int const per_split = (len + p.splits - 1) / p.splits;
     int const chunk = (per_split + kBlockN - 1) / kBlockN * kBlockN;
@@ -238,6 +246,7 @@ struct DecodeKernel {
       }
       __syncthreads();                                       // the stage is reloaded next
     }
+    allow_next_grid();
     cute::cp_async_wait<0>();
     __syncthreads();
 
@@ -333,6 +342,8 @@ __global__ void __launch_bounds__(kD / 2) decode_combine_kernel(DecodeParams con
   int const group = p.num_heads / p.num_kv_heads;
   int const row = row_group * kRows + r;
   if (row >= p.tokens * group) return;
+  wait_for_previous_grid();                                  // the split kernel's partials
+  allow_next_grid();
   int const dim = 2 * threadIdx.x;
   int64_t const base = (int64_t(b) * gridDim.y + slot_y) * p.splits;
   float top = -INFINITY;
@@ -437,13 +448,17 @@ struct DecodeLauncher {
     DecodeParams const d = params(p);
     auto stream = static_cast<cudaStream_t>(p.stream);
     dim3 const grid(d.splits, d.num_kv_heads * d.row_groups, d.batch);
-    decode_split_kernel<Split><<<grid, Split::kThreads, Split::kSmemBytes, stream>>>(d);
-    if (d.splits > 1) {
-      decode_combine_kernel<typename Kernel::Element, Kernel::kD>
-          <<<dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), Kernel::kD / 2, 0, stream>>>(d);
+    cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::kSmemBytes, stream,
+                                    kGridDependencyControl && d.splits == 1, d);
+    if (err == cudaSuccess && d.splits > 1) {
+      err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
+                          dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
+                          false, d);
     }
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return fail(FG_ERR_CUDA, std::string("launch: ") + cudaGetErrorString(err));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return fail(FG_ERR_CUDA, std::string("launch: ") + cudaGetErrorString(err));
+    }
     return FG_OK;
   }
 };

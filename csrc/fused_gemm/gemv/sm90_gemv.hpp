@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cutlass/cutlass.h"
+#include "fused_gemm/common/grid_dependency.hpp"
 #include "fused_gemm/common/status.h"
 
 namespace fused_gemm::gemv {
@@ -25,17 +26,8 @@ CUTLASS_DEVICE void prefetch_to_l2(void const *ptr, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
 }
 
-CUTLASS_DEVICE void wait_for_previous_grid() {
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-CUTLASS_DEVICE void allow_next_grid() {
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+using ::fused_gemm::allow_next_grid;          // common/grid_dependency.hpp
+using ::fused_gemm::wait_for_previous_grid;
 
 CUTLASS_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
 CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }

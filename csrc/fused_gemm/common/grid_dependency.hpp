@@ -1,0 +1,56 @@
+// Programmatic dependent launch (PDL) on the device side, for our own kernels.  CUTLASS has
+// wrappers (cutlass/arch/grid_dependency_control.h) without "memory" clobbers: the compiler may then
+// move plain loads above griddepcontrol.wait, where they could read what the previous kernel has not
+// written yet.  Both are no-ops unless the kernel is compiled with CUTLASS_ENABLE_GDC_FOR_SM90.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cutlass/cutlass.h"
+
+namespace fused_gemm {
+
+// Blocks until the previous kernel in the stream has completed and its writes are visible: before
+// this, a kernel launched with PDL may touch no global memory the previous one could write.
+CUTLASS_DEVICE void wait_for_previous_grid() {
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel (launched with PDL) start its CTAs early; it still waits for this one to end.
+CUTLASS_DEVICE void allow_next_grid() {
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether this translation unit's kernels wait for the previous grid (the generated source defines
+// CUTLASS_ENABLE_GDC_FOR_SM90 before any include when its spec asks for PDL).
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+constexpr bool kGridDependencyControl = true;
+#else
+constexpr bool kGridDependencyControl = false;
+#endif
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when `pdl`:
+// the kernel must then call wait_for_previous_grid() before its first global access.
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                          Args &&...args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace fused_gemm
