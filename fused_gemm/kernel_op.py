@@ -13,6 +13,8 @@ from .errors import FusedGemmError
 from .generator import DEFAULT_LAUNCH, LaunchOptions
 from .library import STATUS_NAMES, KernelLibrary
 
+DECODE_MAX_SPLITS = 8   # gemv::kMaxRanks: the largest portable cluster
+
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "e4m3": torch.float8_e4m3fn}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 ARCH_CAPABILITY = {"sm90a": (9, 0), "sm80": (8, 0)}
@@ -97,6 +99,19 @@ class KernelOp:
         if launch.pdl and not self._supports_pdl:
             raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control")
         return launch
+
+    def check_decode_launch(self, launch: LaunchOptions, power_of_two: bool = False) -> None:
+        """What a weight-streaming decode kernel takes: launch.pdl and launch.splits (its K split over a
+        cluster, at most DECODE_MAX_SPLITS CTAs; a power of two where the kernel needs whole 16-row
+        shares), the tiling options at their defaults (compared in the ABI's encoding: no new
+        LaunchOptions built on the launch path)."""
+        splits = launch.splits
+        if (launch.abi[1:5] != DEFAULT_LAUNCH.abi[1:5] or splits > DECODE_MAX_SPLITS
+                or (power_of_two and splits & (splits - 1))):
+            rule = "a power of two up to" if power_of_two else "1 to"
+            raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.pdl and launch.splits ({rule} "
+                             f"{DECODE_MAX_SPLITS}: K split over a cluster of that many CTAs; 1 lets the kernel "
+                             "choose) only")
 
     def new_output(self, out_shape, dtype: torch.dtype, dev: int) -> torch.Tensor:
         """A fresh contiguous output: empty_like of a cached zero-stride template (cheaper than

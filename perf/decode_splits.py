@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     bandwidth = copy_bandwidth()
     own = decode_op.pick_splits
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; decode Hq={HQ} Hkv={HKV} D={D} "
-          f"bf16, S={args.length}, CUDA graphs; us (x SDPA's time), split 0 = the heuristic's")
+          f"bf16, S={args.length}, CUDA graphs; us (x SDPA's speed), split 0 = the heuristic's")
     for b in args.batch:
         q = torch.randn(b, HQ, D, dtype=torch.bfloat16, device="cuda")
         k, v = (torch.randn(b, args.length, HKV, D, dtype=torch.bfloat16, device="cuda") for _ in range(2))
@@ -51,7 +51,8 @@ def main(argv=None) -> int:
         t = {name: sorted(ts)[len(ts) // 2] for name, ts in samples.items()}
         ref = ours(0).double()
         errs = {s: float((ours(s).double() - ref).norm() / ref.norm()) for s in args.splits}
-        print(f"B={b}: SDPA {t['sdpa'] * 1e6:.1f} us, heuristic split {own(b * HKV, args.length, D, torch.cuda.get_device_properties(0).multi_processor_count)}")
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        print(f"B={b}: SDPA {t['sdpa'] * 1e6:.1f} us, heuristic split {own(b * HKV, args.length, D, sms)}")
         for s in args.splits:
             print(f"  split {s:>4}: {t[s] * 1e6:8.1f} us  {t['sdpa'] / t[s]:.3f}x SDPA  "
                   f"{2 * b * args.length * HKV * D * 2 / t[s] / bandwidth:.0%} of copy bw  diff {errs[s]:.1e}")

@@ -53,7 +53,6 @@ def test_split_count_aims_for_one_cta_an_sm_at_head_dim_128():
     assert splits(8, 1024, 128, 132) == 2
 
 
-
 def test_decode_attention_spec_names_its_pdl_build():
     from fused_gemm.generator.decode.spec import DecodeSpec
     from fused_gemm.generator.render import render

@@ -66,25 +66,38 @@ def test_one_long_sequence_splits_and_mqa_and_d256():
     check(fused_gemm.decode_attention(q, k, v, seqlens), reference(q, k, v, [3000, 77], 1 / 16)[0], torch.bfloat16)
 
 
-
 @pytest.mark.parametrize("pdl", [True, False], ids=["pdl", "plain"])
 def test_reads_what_the_previous_kernel_wrote(pdl):
-    """Launched with PDL (one split), the kernel may start before the previous kernel ends: it must wait
-    for it before reading q, the caches and the lengths that kernel has just written.  B = 1: split
-    keys and the merge (no PDL); B = 32 x 8 kv heads: one split.  pdl=False: the plain build agrees."""
+    """Launched with PDL (an unsplit launch), the kernel may start before the previous kernel ends: it
+    must wait for it before reading q, the caches and the lengths.  The sharpest case: two calls
+    chained, the first's output the second's q (the first lets the next kernel start before it writes
+    O).  Then torch kernels rewriting the caches and lengths just before each call, and B = 1 (split
+    keys and the merge, launched without PDL).  pdl=False: the plain build agrees."""
     from dataclasses import replace
     from fused_gemm import jit
-    for lengths, heads in (([20000], (8, 2)), ([900, 3, 2047, 1500] * 8, (8, 8))):
+    from fused_gemm.generator.decode.heuristics import splits
+    op = jit.compile(replace(pick("bf16", 128), pdl=pdl))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    lengths = [900, 3, 2047, 1500] * 8
+    q, k, v, seqlens = problem(lengths, 2048, 8, 8, 128)
+    if pdl:
+        assert splits(len(lengths) * 8, 2048, 128, sms) == 1, "this case must take the (PDL) unsplit launch"
+    scale = 1 / math.sqrt(128)
+    for _ in range(3):
+        o1, _ = op.run(q[:, 0], k, v, seqlens, None, None, False, False)
+        o2, _ = op.run(o1, k, v, seqlens, None, None, False, False)
+        check(o2, reference(o1[:, None], k, v, lengths, scale)[0][:, 0], torch.bfloat16)
+    for lengths, heads in (([20000], (8, 2)), (lengths, (8, 8))):
         q, k, v, seqlens = problem(lengths, 20480 if len(lengths) == 1 else 2048, *heads, 128)
-        op = jit.compile(replace(pick("bf16", 128), pdl=pdl))
         for trial in range(3):
-            k.copy_(torch.randn_like(k))          # written by the kernels just before the call
+            k.copy_(torch.randn_like(k))
             v.mul_(-1.0)
             q.add_(1.0)
             seqlens.sub_(trial)
             o, _ = op.run(q[:, 0], k, v, seqlens, None, None, False, False)
-            check(o, reference(q, k, v, [n - trial for n in lengths], 1 / math.sqrt(128))[0][:, 0], torch.bfloat16)
+            check(o, reference(q, k, v, [n - trial for n in lengths], scale)[0][:, 0], torch.bfloat16)
             seqlens.add_(trial)
+
 
 def test_speculative_tokens_are_causal_among_themselves():
     lengths = [5, 600, 1500]
@@ -158,4 +171,3 @@ def test_bad_input_is_refused_before_launch():
         fused_gemm.decode_attention(q.expand(2, 17, 4, 64), k, v, seqlens)
     with pytest.raises(ValueError, match="differ"):
         fused_gemm.decode_attention(q, k, v[:, :32], seqlens)
-

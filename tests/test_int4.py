@@ -558,6 +558,10 @@ def test_decode_and_gated_kernels_refuse_tiling_launch_options():
     for launch in (LaunchOptions(pdl=False), LaunchOptions(splits=2), LaunchOptions(splits=3, pdl=False)):
         assert_close(op(x, w.packed, w.scales, None, 128, launch=launch), weight_only_reference(x, w),
                      WEIGHT_ONLY_TOL[torch.bfloat16])
+    # A gated decode kernel's cluster ranks each take whole 16-row blocks (a gate with its up): a power of two.
+    gated = jit.compile(spec_for("bf16", "s4", "silu", 128, K_TEST, 1, gated=True))
+    with pytest.raises(ValueError, match="a power of two"):
+        gated(x, w.packed, w.scales, None, 128, launch=LaunchOptions(splits=3))
 
 
 @pytest.mark.gpu

@@ -230,11 +230,7 @@ class GemmOp(KernelOp):
         if M > self._decode_tokens:
             raise ValueError(f"x has M = {M} rows (tokens); this decode kernel ({self.spec.uri}) takes 1 to "
                              f"{self._decode_tokens}")
-        # Swizzle, raster, decomposition and reduction at their defaults (the ABI's encoding: no new
-        # LaunchOptions built on the launch path).
-        if launch.abi[1:5] != DEFAULT_LAUNCH.abi[1:5] or launch.splits > 8:
-            raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.pdl and launch.splits (1 to 8: K split "
-                             "over a cluster of that many CTAs; 1 lets the kernel choose) only")
+        self.check_decode_launch(launch)
 
     def _workspace(self, fields, launch: LaunchOptions, dev: int) -> Optional[torch.Tensor]:
         """Stream-K's workspace, from the caching allocator on this stream: stream-ordered and

@@ -84,10 +84,9 @@ class Int4Op(KernelOp):
             launch = self._default_launch
         else:
             launch = self.checked_launch(launch)
-            if spec.decode and (launch.abi[1:5] != DEFAULT_LAUNCH.abi[1:5] or launch.splits > 8):
-                raise ValueError(f"launch {launch}: {spec.uri} takes launch.pdl and launch.splits (1 to 8: K split "
-                                 "over a cluster of CTAs; 1 lets the launcher choose)")
-            if spec.gated and not spec.decode and launch != LaunchOptions(pdl=launch.pdl):
+            if spec.decode:
+                self.check_decode_launch(launch, power_of_two=spec.gated)   # gated: each rank whole 16-row blocks
+            elif spec.gated and launch != LaunchOptions(pdl=launch.pdl):
                 raise ValueError(f"launch {launch}: {spec.uri} takes only launch.pdl (a gated kernel runs its "
                                  "scheduler's defaults)")
         out_shape = (M, N_out) if len(xs) == 2 else (*lead, N_out)

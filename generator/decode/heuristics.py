@@ -11,8 +11,9 @@ from .spec import DecodeSpec
 STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM fit at 128 (96 KB of shared memory each)
 # The CTAs an SM the split count aims for.  At 128 one: a split CTA alone on its SM streams its keys
 # about as fast as two do, and every split adds merge work.  Llama-3-8B's 8 kv heads at 32k keys
-# (perf/results/h{100,200}_decode_splits.txt): B = 1 ran 0.96-0.98x SDPA's time at 16 splits (128
-# CTAs) against 0.89-0.91x at 32 (256 CTAs, two an SM); B = 2 and 4 on the H200 likewise best at 128 CTAs.
+# (perf/results/h{100,200}_decode_splits.txt): B = 1 ran at 0.96-0.98x SDPA's speed with 16 splits
+# (128 CTAs) against 0.89-0.91x with 32 (256 CTAs, two an SM); B = 2 and 4 on the H200 likewise best
+# at 128 CTAs.
 SPLIT_SLOTS_PER_SM = {64: 2, 128: 1, 256: 1}
 WAVE_FILL = 0.96
 MIN_KEYS = 512

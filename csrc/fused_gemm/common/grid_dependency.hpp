@@ -27,16 +27,9 @@ CUTLASS_DEVICE void allow_next_grid() {
 #endif
 }
 
-// Whether this translation unit's kernels wait for the previous grid (the generated source defines
-// CUTLASS_ENABLE_GDC_FOR_SM90 before any include when its spec asks for PDL).
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-constexpr bool kGridDependencyControl = true;
-#else
-constexpr bool kGridDependencyControl = false;
-#endif
-
-// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when `pdl`:
-// the kernel must then call wait_for_previous_grid() before its first global access.
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when `pdl`
+// (a build with grid-dependency control: kFeatures & FG_FEATURE_PDL): the kernel must then call
+// wait_for_previous_grid() before its first global access.
 template <class... Params, class... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
                           Args &&...args) {

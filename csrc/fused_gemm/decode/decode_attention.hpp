@@ -16,7 +16,7 @@
 //     serialization: the kernel waits (griddepcontrol.wait) before its first global access, so it may
 //     follow any kernel, whose launch gap and tail its own launch and set-up then overlap; it lets
 //     the next kernel start once its tiles are done, before its warps merge.  Split launches (split
-//     kernel + merge) run without: with PDL an H100 ran them 7-14% slower (perf/bench_decode.py,
+//     kernel + merge) run without: with both on PDL an H100 ran them 8-14% slower (perf/bench_decode.py,
 //     B = 1 to 4 at 32k keys).  Both kernels wait all the same (a no-op after a plain launch).
 // New token t of T is at position len - T + t: it sees keys j <= len - T + t (causal among the new
 // tokens).  A sequence with no keys gets O = 0 and LSE = +inf.
@@ -156,7 +156,8 @@ struct DecodeKernel {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < 4; ++i) {
         int const h = i % 2, dim = 16 * kk + 2 * c + 8 * (i / 2);
-        qa[kk][i] = row_index[h] < rows ? __ldg(reinterpret_cast<uint32_t const *>(q_row[h] + dim)) : 0u;
+        // A plain load, not __ldg: with PDL the previous kernel may have written q during this one's life.
+        qa[kk][i] = row_index[h] < rows ? *reinterpret_cast<uint32_t const *>(q_row[h] + dim) : 0u;
       }
     }
 
@@ -342,7 +343,9 @@ __global__ void __launch_bounds__(kD / 2) decode_combine_kernel(DecodeParams con
   int const group = p.num_heads / p.num_kv_heads;
   int const row = row_group * kRows + r;
   if (row >= p.tokens * group) return;
-  wait_for_previous_grid();                                  // the split kernel's partials
+  // Launched without PDL (see the top), so these return at once; they keep the kernel correct if a
+  // launch ever adds it.
+  wait_for_previous_grid();
   allow_next_grid();
   int const dim = 2 * threadIdx.x;
   int64_t const base = (int64_t(b) * gridDim.y + slot_y) * p.splits;
@@ -449,7 +452,7 @@ struct DecodeLauncher {
     auto stream = static_cast<cudaStream_t>(p.stream);
     dim3 const grid(d.splits, d.num_kv_heads * d.row_groups, d.batch);
     cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::kSmemBytes, stream,
-                                    kGridDependencyControl && d.splits == 1, d);
+                                    (kFeatures & FG_FEATURE_PDL) && d.splits == 1, d);
     if (err == cudaSuccess && d.splits > 1) {
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
                           dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
