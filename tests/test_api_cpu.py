@@ -60,6 +60,22 @@ def test_decode_attention_spec_names_its_pdl_build():
         assert DecodeSpec.from_uri(spec.uri) == spec and spec.uri.endswith("_nopdl") != spec.pdl
         assert ("#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in render(spec)) == spec.pdl
 
+
+def test_decode_kernels_take_pdl_and_splits_only():
+    """KernelOp.check_decode_launch, the one check the GEMM and int4 decode kernels share."""
+    from types import SimpleNamespace
+    from fused_gemm.kernel_op import KernelOp
+    op = SimpleNamespace(spec=SimpleNamespace(uri="a decode kernel"))
+    for launch in (LaunchOptions(), LaunchOptions(splits=3), LaunchOptions(splits=8, pdl=True)):
+        KernelOp.check_decode_launch(op, launch)
+    KernelOp.check_decode_launch(op, LaunchOptions(splits=4), power_of_two=True)
+    for launch, power_of_two, fragment in ((LaunchOptions(splits=3), True, "a power of two up to 8"),
+                                           (LaunchOptions(splits=9), False, "1 to 8"),
+                                           (LaunchOptions(swizzle=2), False, "takes launch.pdl and launch.splits")):
+        with pytest.raises(ValueError, match=fragment):
+            KernelOp.check_decode_launch(op, launch, power_of_two=power_of_two)
+
+
 def test_attention_backend_is_forced_by_the_environment(monkeypatch):
     from fused_gemm.attention.api import BACKEND_ENV, backend
     for value, arch in (("sm80", "sm80"), ("sm90a", "sm90a"), ("sm90", "sm90a")):
