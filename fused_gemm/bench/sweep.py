@@ -34,11 +34,6 @@ from .timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
 
 GRAPH_MAX_M = 64
 GRAPH_MAX_FLOP = 2 * 512 * 4096 * 4096   # ~25 us at an H100's ~700 TF/s
-
-
-def timed_in_graph(m: int, flop: float) -> bool:
-    """Whether a row (and a tuner cell) is timed inside a CUDA graph rather than eagerly."""
-    return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 DECODE_MAX_M = 16          # rows that also report the HBM floor ratio
 KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 # Baselines an op may have: torch.mm (bf16, on the unquantised weight for fp8/int4), eager PyTorch, cuBLASLt's
@@ -47,6 +42,11 @@ BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm")
 COLUMNS = KEY + ("preset", "layer", "kernel", "timing", "ours_us") + tuple(f"{b}_us" for b in BASELINES) + \
     tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
                                                   "rel_err", "ok", "cold_us", "cold_speedup")
+
+
+def timed_in_graph(m: int, flop: float) -> bool:
+    """Whether a row (and a tuner cell) is timed inside a CUDA graph rather than eagerly."""
+    return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 
 
 PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm"}   # the baseline an op is judged against (else torch.mm)

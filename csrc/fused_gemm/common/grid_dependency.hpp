@@ -27,22 +27,34 @@ CUTLASS_DEVICE void allow_next_grid() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when `pdl`
-// (a build with grid-dependency control: kFeatures & FG_FEATURE_PDL): the kernel must then call
-// wait_for_previous_grid() before its first global access.
+// kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster_x` CTAs along x (1: none),
+// with programmatic stream serialization when `pdl` (a build with grid-dependency control:
+// kFeatures & FG_FEATURE_PDL): the kernel must then call wait_for_previous_grid() before its first
+// global access.
 template <class... Params, class... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
-                          Args &&...args) {
+                          int cluster_x, Args &&...args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = pdl ? 1 : 0;
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (cluster_x > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = unsigned(cluster_x);
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (pdl) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

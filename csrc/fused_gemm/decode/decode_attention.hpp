@@ -452,11 +452,11 @@ struct DecodeLauncher {
     auto stream = static_cast<cudaStream_t>(p.stream);
     dim3 const grid(d.splits, d.num_kv_heads * d.row_groups, d.batch);
     cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::kSmemBytes, stream,
-                                    (kFeatures & FG_FEATURE_PDL) && d.splits == 1, d);
+                                    (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
                           dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
-                          false, d);
+                          false, 1, d);
     }
     if (err != cudaSuccess) {
       cudaGetLastError();

@@ -222,28 +222,9 @@ int launch(void (*kernel)(Params), Params const &params, int splits, int row_gro
     return fail(FG_ERR_INVALID, std::string(what) + ": launch with pdl=True, but this library was built without "
                                 "grid-dependency control (pdl=False); launch without PDL or use a pdl=True build");
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(splits, row_groups, 1);
-  config.blockDim = dim3(threads, 1, 1);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attributes[2];
-  int count = 0;
-  if (splits > 1) {   // without one, every CTA is a cluster of its own
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count].val.clusterDim.x = splits;
-    attributes[count].val.clusterDim.y = 1;
-    attributes[count].val.clusterDim.z = 1;
-    ++count;
-  }
-  if (pdl) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  config.attrs = attributes;
-  config.numAttrs = count;
-  cudaError_t err = cudaLaunchKernelEx(&config, kernel, params);
+  // Without a cluster (splits 1) every CTA is a cluster of its own.
+  cudaError_t err = launch_kernel(kernel, dim3(splits, row_groups, 1), dim3(threads, 1, 1), size_t(smem_bytes),
+                                  static_cast<cudaStream_t>(stream), pdl, splits, params);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return fail(FG_ERR_CUDA, std::string(what) + " launch: " + cudaGetErrorString(err));
