@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -22,8 +22,12 @@ for step in $steps; do
   case $step in
     build) for p in gpu-tests gemm-decode-tests gated-tests rope-tests attention-tests attention-sm80-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-gated-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
+    bg-build:*) # e.g. bg-build:int4-gated-tests,int4-gpu-tests ... wait: builds on the CPUs while GPU steps run
+             (IFS=,; for p in ${step#bg-build:}; do fused-gemm build --preset "$p" -q; done) > "$OUT/bg-build.log" 2>&1 &
+             echo "== bg-build started" ;;
+    wait) wait || status=1; echo "== bg-build done"; tail -n 5 "$OUT/bg-build.log" ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
-    test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ;;
+    test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ${TEST_ARGS:-} ;;   # TEST_ARGS e.g. "-k sm90a"
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."

@@ -3,8 +3,8 @@ what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json]
 
-Per head dim (bf16), every candidate (K/V tile, persistent or not) at B * S = 16k tokens, H = 32,
-S in {1k, 4k, 16k}, causal and not: TFLOP/s and the ratio to cuDNN.
+Per head dim (bf16), every candidate (K/V tile, persistent or not, ping-pong softmax or not) at
+B * S = 16k tokens, H = 32, S in {1k, 4k, 16k}, causal and not: TFLOP/s and the ratio to cuDNN.
 """
 from __future__ import annotations
 
@@ -20,13 +20,22 @@ from fused_gemm.generator import AttentionSpec, build_many
 from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa 
 from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
-CANDIDATES = {128: [(128, False), (128, True), (64, False)],
-              64: [(64, False), (64, True), (128, False), (128, True)]}
+# (Q tile, K/V tile, persistent, pingpong); 64-key tiles lost at both head dims; 192-row Q tiles fit D = 64 only
+CANDIDATES = {d: [(bm, 128, persistent, pingpong) for bm in ((128, 192) if d == 64 else (128,))
+                  for persistent in (False, True) for pingpong in (False, True)] for d in (128, 64)}
+
+
+def spec(d, causal, bm, bn, persistent, pingpong):
+    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong)
+
+
+def name(bm, bn, persistent, pingpong):
+    return f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}"
 
 
 def specs():
-    return [AttentionSpec("bf16", d, causal, bn, persistent) for d, configs in CANDIDATES.items()
-            for bn, persistent in configs for causal in (False, True)]
+    return [spec(d, causal, *config) for d, configs in CANDIDATES.items()
+            for config in configs for causal in (False, True)]
 
 
 def main(argv=None) -> int:
@@ -46,23 +55,27 @@ def main(argv=None) -> int:
                     b = TOKENS // s
                     q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
                     variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
-                    for bn, persistent in configs:
-                        op = fused_gemm.compile(AttentionSpec("bf16", d, causal, bn, persistent))
-                        variants[f"bn{bn}{'p' if persistent else ''}"] = [lambda op=op: op(q, k, v)]
+                    for config in configs:
+                        op = fused_gemm.compile(spec(d, causal, *config))
+                        variants[name(*config)] = [lambda op=op: op(q, k, v)]
+                    want = variants["cudnn"][0]().transpose(1, 2).float()   # SDPA gives [B, H, S, D]
+                    err = max(float((fn().float() - want).norm() / want.norm())
+                              for label, (fn,) in variants.items() if label != "cudnn")
                     samples = time_samples(variants, reps=7, min_calls=max(2, 16384 // s))
                     over = paired_ratios(samples, "cudnn")
                     t_cudnn = sorted(samples["cudnn"])[len(samples["cudnn"]) // 2]
                     fl = flops(b, HEADS, s, s, d, causal)
-                    row = {"D": d, "S": s, "causal": causal, "cudnn_tflops": fl / t_cudnn / 1e12,
-                           **{name: 1 / over[name] for name in variants if name != "cudnn"}}
+                    row = {"D": d, "S": s, "causal": causal, "cudnn_tflops": fl / t_cudnn / 1e12, "max_rel_err": err,
+                           "ours": {n: 1 / over[n] for n in variants if n != "cudnn"}}
                     rows.append(row)
                     print(row, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
     print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}; speed vs cuDNN (>1: faster)")
     for r in rows:
-        cands = "  ".join(f"{k}={v:.3f}" for k, v in r.items() if k.startswith("bn"))
-        print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}")
+        cands = "  ".join(f"{k}={v:.3f}" for k, v in r["ours"].items())
+        print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}"
+              f"  err vs cudnn {r['max_rel_err']:.1e}")
     return 0
 
 

@@ -231,14 +231,20 @@ def test_rope_choice_is_constant_within_a_memo_key():
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri
     from fused_gemm.generator.attention import attention_specs
-    for spec in attention_specs("fp16", 64) + [AttentionSpec("bf16", 256, True, 64, persistent=True)]:
+    extra = [AttentionSpec("bf16", 256, True, 64, persistent=True),
+             AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True)]
+    for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
         source = render(spec)
         assert spec.uri in source and "fused_gemm/attention/sm90_fmha.hpp" in source
         assert f"_{spec.head_dim}>;" in source
+        assert ("kIsMainloopLocked, true_type" in source) == spec.pingpong
+        assert ("FaCausalPersistentScheduler;" in source) == (spec.persistent and spec.causal)
+    assert extra[1].uri == "attention_sm90a_bf16_d128_causal_bn128_persist_pingpong"
     assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
-                             ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype")):
+                             ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
+                             ({"arch": "sm80", "pingpong": True}, "ping-pong")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
 
@@ -267,7 +273,10 @@ def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():
                              ({"block_n": 256}, "block_n")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(arch="sm80", **kwargs)
-    with pytest.raises(SpecError, match="block_m 128"):
+    with pytest.raises(SpecError, match=r"block_m 64 is not one of \(128, 192\)"):
         AttentionSpec(block_m=64)
+    with pytest.raises(SpecError, match="block_m 192 needs head_dim 64"):
+        AttentionSpec(head_dim=128, block_m=192)
+    assert AttentionSpec(head_dim=64, block_m=192).uri == "attention_sm90a_bf16_d64_bm192_bn128"
     with pytest.raises(SpecError, match="not supported by the attention family"):
         AttentionSpec(arch="sm100a")

@@ -2,7 +2,7 @@
 --dtype is the GEMM family's and --head-dim the rope family's, shared."""
 from __future__ import annotations
 
-from .spec import ARCHES, BLOCK_N, SM80_BLOCK_M, AttentionSpec
+from .spec import ARCHES, BLOCK_N, SM80_BLOCK_M, SM90_BLOCK_M, AttentionSpec
 
 
 def add_arguments(g) -> None:
@@ -11,9 +11,12 @@ def add_arguments(g) -> None:
     g.add_argument("--persistent", action="store_true", help="one CTA per SM walking the tiles (sm90a)")
     g.add_argument("--attention-arch", default="sm90a", choices=ARCHES,
                    help="sm90a: example 88's kernel; sm80: example 41's (8.x GPUs, the fallback elsewhere)")
-    g.add_argument("--block-m", type=int, choices=SM80_BLOCK_M, help="sm80: Q rows per CTA (default by head dim)")
+    g.add_argument("--block-m", type=int, choices=sorted(set(SM80_BLOCK_M + SM90_BLOCK_M)),
+                   help="Q rows per CTA (default: 128 on sm90a, by head dim on sm80)")
+    g.add_argument("--pingpong", action="store_true",
+                   help="sm90a: consumer warpgroups take turns at the softmax (example 88's kIsMainloopLocked)")
 
 
 def spec_from_args(args) -> AttentionSpec:
     return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent,
-                         args.attention_arch, args.block_m)
+                         args.attention_arch, args.block_m, args.pingpong)

@@ -21,8 +21,20 @@ def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
     return specs + attention_specs("bf16", 256, arch)
 
 
+def variants() -> List[AttentionSpec]:
+    """Kernels perf/sweep_attention.py weighs beyond the table's picks, one of each kind (the causal
+    persistent order, the ping-pong softmax, the 192-row Q tile): tests/test_attention.py runs them
+    directly, so that a table change never picks an untested kernel."""
+    return [AttentionSpec("bf16", 128, True, 128, True),
+            AttentionSpec("bf16", 128, True, 128, True, pingpong=True),
+            AttentionSpec("bf16", 128, False, 128, False, pingpong=True),
+            AttentionSpec("bf16", 64, False, 128, True, block_m=192),
+            AttentionSpec("bf16", 64, True, 128, False, block_m=192),
+            AttentionSpec("bf16", 64, True, 128, True, block_m=192, pingpong=True)]
+
+
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {
-    "attention-tests": _gpu_tests,
+    "attention-tests": lambda: list(dict.fromkeys(_gpu_tests() + variants())),
     "attention-bench": lambda: [s for d in ("bf16", "fp16") for hd in (64, 128) for s in attention_specs(d, hd)],
     "attention-compile-ci": lambda: [AttentionSpec("bf16", 128, causal=True)],
     # The sm80 kernels (example 41): what tests/test_attention.py runs with FUSED_GEMM_ATTENTION_BACKEND=sm80

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ..gemm.spec import DTYPES
-from .spec import BLOCK_M, AttentionSpec
+from .spec import AttentionSpec
 
 
 def template(spec: AttentionSpec) -> str:
@@ -12,4 +12,4 @@ def template(spec: AttentionSpec) -> str:
 
 
 def context(spec: AttentionSpec) -> Dict[str, Any]:
-    return dict(element=DTYPES[spec.dtype][0], block_m=BLOCK_M)
+    return dict(element=DTYPES[spec.dtype][0], consumers=spec.block_m // 64)   # sm90a: 64 Q rows a warpgroup

@@ -23,7 +23,8 @@ DTYPES = ("bf16", "fp16")
 HEAD_DIMS = (64, 128, 256)
 ARCHES = ("sm90a", "sm80")
 BLOCK_N = (64, 128)
-BLOCK_M = 128                         # sm90a: Q rows per CTA, two consumer warpgroups of 64
+BLOCK_M = 128                         # sm90a's default Q tile: two consumer warpgroups of 64 rows
+SM90_BLOCK_M = (128, 192)             # sm90a: 64 Q rows per consumer warpgroup; three fit registers at D = 64 only
 SM80_BLOCK_M = (32, 64)               # sm80: Q rows per CTA (warps = block_m * block_n / 32^2)
 
 
@@ -33,11 +34,15 @@ class AttentionSpec:
 
     ``block_n`` is the K/V tile (keys per mainloop step); ``persistent`` (sm90a only) launches one
     CTA per SM that walks the tiles (example 88's "ping-pong"), else one CTA per (Q tile, head,
-    batch).  ``block_m`` is the Q tile: 128 on sm90a (fixed), 32 or 64 on sm80 (default 64, and 32
+    batch).  ``block_m`` is the Q tile: on sm90a 64 rows per consumer warpgroup, 128 (two, the default)
+    or 192 (three, D = 64 only: each K/V tile then feeds more rows); 32 or 64 on sm80 (default 64, and 32
     for D = 256 as example 41 builds it).  On sm80 the K/V tile is also the tile of V's head dim:
     with block_n >= D, O stays in registers across K/V tiles; with block_n < D (D = 256: example
     41's warps of 32x32 cannot load a Q tile when block_n > 128) O accumulates in a float
     workspace of [tokens, Hq, D] in global memory (``o_workspace``).
+
+    ``pingpong`` (sm90a only): the two consumer warpgroups take turns at the softmax (example 88's
+    kIsMainloopLocked), so one's softmax runs while the other's GEMMs keep the tensor cores busy.
     """
     family = "attention"
 
@@ -48,6 +53,7 @@ class AttentionSpec:
     persistent: bool = False
     arch: str = "sm90a"
     block_m: Optional[int] = None     # None: the arch's default (see above)
+    pingpong: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -67,8 +73,11 @@ class AttentionSpec:
     def _check_sm90(self) -> None:
         if self.block_m is None:
             object.__setattr__(self, "block_m", BLOCK_M)
-        if self.block_m != BLOCK_M:
-            raise SpecError(f"sm90a attention has block_m {BLOCK_M} (two consumer warpgroups), got {self.block_m}")
+        if self.block_m not in SM90_BLOCK_M:
+            raise SpecError(f"sm90a attention block_m {self.block_m} is not one of {SM90_BLOCK_M}")
+        if self.block_m > BLOCK_M and self.head_dim != 64:
+            raise SpecError(f"sm90a attention block_m {self.block_m} needs head_dim 64 (registers of three "
+                            f"consumer warpgroups), got {self.head_dim}")
         if self.head_dim == 256 and self.block_n != 64:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
 
@@ -79,6 +88,8 @@ class AttentionSpec:
             raise SpecError(f"sm80 attention block_m {self.block_m} is not one of {SM80_BLOCK_M}")
         if self.persistent:
             raise SpecError("sm80 attention has no persistent variant (example 41 launches one CTA per tile)")
+        if self.pingpong:
+            raise SpecError("sm80 attention has no ping-pong variant (example 41's warps share one tile)")
 
     @property
     def o_workspace(self) -> bool:
@@ -101,15 +112,16 @@ class AttentionSpec:
     def uri(self) -> str:
         mask = "_causal" if self.causal else ""
         persist = "_persist" if self.persistent else ""
-        tile = f"_bm{self.block_m}" if self.arch != "sm90a" else ""      # sm90a's is fixed: URIs as before
-        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}"
+        pingpong = "_pingpong" if self.pingpong else ""
+        tile = f"_bm{self.block_m}" if self.arch != "sm90a" or self.block_m != BLOCK_M else ""   # URIs as before
+        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}{pingpong}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
         return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
             g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
-            None if g["bm"] is None else int(g["bm"])))
+            None if g["bm"] is None else int(g["bm"]), g["pingpong"] is not None))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
-                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?$")
+                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<pingpong>_pingpong)?$")

@@ -369,6 +369,65 @@ struct FaTileScheduler {
   }
 };
 
+// Persistent and causal: one CTA per SM walks the tiles in an order that balances the SMs and
+// keeps K/V in L2.  Example 88's persistent order (Q tile fastest, each CTA striding by the grid)
+// hands a CTA the same few tile rows again and again: with 8 Q tiles a head and 132 CTAs, CTA c
+// gets rows c % 8 and (c + 4) % 8, work 1 + 5 for some and 4 + 8 for others.  Here the heads are
+// cut into sections whose K/V fit in L2 (kL2Bytes); inside a section, the heaviest Q tile row of
+// every head comes first.  CTAs take rounds of gridDim.x tiles, every other round in reverse
+// (the heaviest tile of one round pairs with the lightest of the next).
+struct FaCausalPersistentScheduler {
+  static constexpr int64_t kL2Bytes = int64_t(24) << 20;   // about half an H100's L2: K/V of a section
+
+  struct Params {
+    int num_blocks, num_m_blocks, num_heads, heads_total, section_heads, grid;
+  };
+
+  Params params;
+  int round = 0;
+  int tile;
+
+  CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) { tile = tile_of(0); }
+
+  template <class ProblemSize, class ClusterShape, class TileShape>
+  static Params to_underlying_arguments(ProblemSize const &ps, cutlass::KernelHardwareInfo hw_info,
+                                        ClusterShape const &, TileShape const &tile) {
+    int const m_blocks = cute::ceil_div(int(cute::get<2>(ps)), int(cute::get<0>(tile)));
+    int const heads = int(cute::get<0>(ps)) * int(cute::get<1>(ps));
+    int64_t const kv_bytes_per_head = int64_t(cute::get<3>(ps)) * int64_t(cute::get<4>(ps)) * 2 * 2;   // K and V, 16 bit
+    int const section = int(cute::max(int64_t(1), cute::min(int64_t(heads), kL2Bytes / cute::max(int64_t(1), kv_bytes_per_head))));
+    int const blocks = m_blocks * heads;
+    int const sms = hw_info.sm_count > 0 ? hw_info.sm_count
+                                         : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
+    return {blocks, m_blocks, int(cute::get<1>(ps)), heads, section, cute::min(blocks, sms)};
+  }
+
+  static dim3 get_grid_shape(Params const &params) { return dim3(params.grid, 1, 1); }
+
+  CUTLASS_DEVICE int tile_of(int r) const {
+    int const g = int(gridDim.x), c = int(blockIdx.x);
+    return r * g + ((r & 1) ? g - 1 - c : c);
+  }
+
+  CUTLASS_DEVICE bool is_valid() { return tile < params.num_blocks; }
+
+  CUTLASS_DEVICE auto get_block_coord() {
+    int const per_section = params.section_heads * params.num_m_blocks;
+    int const s = tile / per_section;
+    int const first_head = s * params.section_heads;
+    int const heads_here = cute::min(params.section_heads, params.heads_total - first_head);
+    int const i = tile - s * per_section;
+    int const m = params.num_m_blocks - 1 - i / heads_here;
+    int const head = first_head + i % heads_here;          // batch-major, head fastest: GQA groups adjacent
+    return cute::make_coord(m, cute::_0{}, cute::make_coord(head / params.num_heads, head % params.num_heads));
+  }
+
+  CUTLASS_DEVICE FaCausalPersistentScheduler &operator++() {
+    tile = tile_of(++round);
+    return *this;
+  }
+};
+
 // What Sm90Launcher asks of a device-level adapter (the GEMM families use CUTLASS's).
 template <class Kernel>
 struct FaAdapter {
