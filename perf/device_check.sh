@@ -22,7 +22,7 @@ for step in $steps; do
   case $step in
     build) for p in gpu-tests gemm-decode-tests gated-tests rope-tests attention-tests attention-sm80-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-gated-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
-    bg-build:*) # e.g. bg-build:int4-gated-tests,int4-gpu-tests ... wait: builds on the CPUs while GPU steps run
+    bg-build:*) # e.g. bg-build:int4-gated-tests,int4-gpu-tests ... wait (in the same invocation): builds on the CPUs while GPU steps run
              (IFS=,; for p in ${step#bg-build:}; do fused-gemm build --preset "$p" -q; done) > "$OUT/bg-build.log" 2>&1 &
              echo "== bg-build started" ;;
     wait) wait || status=1; echo "== bg-build done"; tail -n 5 "$OUT/bg-build.log" ;;
@@ -39,7 +39,7 @@ for step in $steps; do
     int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
     int4-gated) run int4-gated python3 perf/bench_int4_gated.py --json "$OUT/int4_gated.json" ;;
     fp8-weight) run fp8-weight python3 perf/bench_fp8_weight.py --json "$OUT/fp8_weight.json" ${FP8W_ARGS:-} ;;   # FP8W_ARGS e.g. "--sweep"
-    sweep-attention) run sweep-attention python3 perf/sweep_attention.py --json "$OUT/sweep_attention.json" ;;
+    sweep-attention) run sweep-attention python3 perf/sweep_attention.py --json "$OUT/sweep_attention.json" ${SWEEP_ATTENTION_ARGS:-} ;;   # e.g. "--s 1024 --pingpong"
     tune)  # TUNE_ARGS e.g. "--preset llama3-8b --preset square-8192 --minimal"; the table and raw timings come back
            run tune fused-gemm tune ${TUNE_ARGS:---minimal} -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;   # this GPU's table: the one just written

@@ -1,9 +1,15 @@
 """Which attention kernel serves which problem: a table, not code.  Per (arch, head dim, causal),
-rows of (largest Sq served, K/V tile, persistent), the first that covers Sq wins.  From
-perf/sweep_attention.py on an H100 (bf16, B*S = 16k tokens, H = 32): the persistent kernel wins
-without a mask at short and mid lengths (its next tile's loads overlap this one's epilogue); with
-a causal mask the one-CTA-per-tile grid, heaviest tiles first, balances better; D = 64 runs best
-on 128-key tiles.
+rows of (largest Sq served, Q tile, K/V tile, persistent), the first that covers Sq wins (Q tile None:
+the arch's default).  From perf/sweep_attention.py on an H100 (bf16, B*S = 16k tokens, H = 32;
+perf/results/h100_sweep_attention.txt):
+
+  * the persistent kernel wins without a mask (its next tile's loads overlap this one's epilogue);
+  * with a causal mask, the persistent kernel in our causal order (heaviest tiles first, L2-sized head
+    sections) beats one CTA per tile at D = 128 (1k 0.85x vs 0.81x cuDNN, 4k 1.10x vs 1.04x, 16k
+    1.12x vs 1.06x) and at D = 64 up to 4k; at D = 64 and 16k, one CTA per tile stays ahead;
+  * at D = 64, 192-row Q tiles (three consumer warpgroups: each K/V tile feeds 50% more rows) win
+    from 4k on (1.08-1.14x cuDNN against 0.92-1.03x); at 1k the 128-row tile's finer grid wins;
+  * the ping-pong softmax lost or tied everywhere: no row takes it.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
@@ -11,34 +17,34 @@ D = 128; at D = 256, 32x128 tiles with O accumulated in a float workspace (K/V t
 would leave example 41's 32x32 warps more threads than a Q tile has 16-byte loads)."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from .spec import AttentionSpec
 
 ANY = 1 << 31
-Row = Tuple[int, int, bool]           # (max Sq, block_n, persistent)
+Row = Tuple[int, Optional[int], int, bool]      # (max Sq, block_m, block_n, persistent)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
-    ("sm90a", 64, False): ((ANY, 128, True),),
-    ("sm90a", 64, True): ((ANY, 128, False),),
-    ("sm90a", 128, False): ((4096, 128, True), (ANY, 128, False)),
-    ("sm90a", 128, True): ((ANY, 128, False),),
-    ("sm90a", 256, False): ((ANY, 64, False),),
-    ("sm90a", 256, True): ((ANY, 64, False),),
-    ("sm80", 64, False): ((ANY, 64, False),),
-    ("sm80", 64, True): ((ANY, 64, False),),
-    ("sm80", 128, False): ((ANY, 128, False),),
-    ("sm80", 128, True): ((ANY, 128, False),),
-    ("sm80", 256, False): ((ANY, 128, False),),
-    ("sm80", 256, True): ((ANY, 128, False),),
+    ("sm90a", 64, False): ((2048, None, 128, True), (ANY, 192, 128, True)),
+    ("sm90a", 64, True): ((2048, None, 128, True), (8192, 192, 128, True), (ANY, 192, 128, False)),
+    ("sm90a", 128, False): ((4096, None, 128, True), (ANY, None, 128, False)),
+    ("sm90a", 128, True): ((ANY, None, 128, True),),
+    ("sm90a", 256, False): ((ANY, None, 64, False),),
+    ("sm90a", 256, True): ((ANY, None, 64, False),),
+    ("sm80", 64, False): ((ANY, None, 64, False),),
+    ("sm80", 64, True): ((ANY, None, 64, False),),
+    ("sm80", 128, False): ((ANY, None, 128, False),),
+    ("sm80", 128, True): ((ANY, None, 128, False),),
+    ("sm80", 256, False): ((ANY, None, 128, False),),
+    ("sm80", 256, True): ((ANY, None, 128, False),),
 }
 
 
 def rows(head_dim: int, causal: bool, arch: str = "sm90a") -> Tuple[Row, ...]:
-    return TABLE.get((arch, head_dim, causal), ((ANY, 64, False),))
+    return TABLE.get((arch, head_dim, causal), ((ANY, None, 64, False),))
 
 
 def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -> int:
-    for i, (max_q, _, _) in enumerate(rows(head_dim, causal, arch)):
+    for i, (max_q, *_) in enumerate(rows(head_dim, causal, arch)):
         if seqlen_q <= max_q:
             return i
     raise AssertionError("the last row covers every Sq")
@@ -47,5 +53,5 @@ def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -
 def pick(dtype: str, head_dim: int, causal: bool, seqlen_q: int = ANY, arch: str = "sm90a") -> AttentionSpec:
     """The kernel for Sq (the longest sequence, for varlen) queries; an unknown head dim gets a spec
     that refuses it with a clear error."""
-    _, block_n, persistent = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
-    return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch)
+    _, block_m, block_n, persistent = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
+    return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m)

@@ -9,8 +9,8 @@ from .spec import AttentionSpec
 
 def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a") -> List[AttentionSpec]:
     """The kernels ``attention`` uses for this dtype and head dim (causal and not, every length)."""
-    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch)
-            for causal in (False, True) for _, block_n, persistent in rows(head_dim, causal, arch)]
+    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m)
+            for causal in (False, True) for _, block_m, block_n, persistent in rows(head_dim, causal, arch)]
 
 
 def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
@@ -27,10 +27,9 @@ def variants() -> List[AttentionSpec]:
     directly, so that a table change never picks an untested kernel."""
     return [AttentionSpec("bf16", 128, True, 128, True),
             AttentionSpec("bf16", 128, True, 128, True, pingpong=True),
-            AttentionSpec("bf16", 128, False, 128, False, pingpong=True),
             AttentionSpec("bf16", 64, False, 128, True, block_m=192),
             AttentionSpec("bf16", 64, True, 128, False, block_m=192),
-            AttentionSpec("bf16", 64, True, 128, True, block_m=192, pingpong=True)]
+            AttentionSpec("bf16", 64, True, 128, True, block_m=192)]
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {
