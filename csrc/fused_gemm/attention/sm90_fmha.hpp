@@ -8,9 +8,8 @@
 //     and LSE = +inf);
 //   * FaMainloop: a caller-given softmax scale; GQA/MQA by reading K/V head h / (Hq / Hkv) (no
 //     copy); variable-length packed batches (cu_seqlens); per-sequence lengths for the masks;
-//   * FaEpilogue: O stored with per-sequence bounds (any Sq, varlen; persistent kernels through a
-//     staging tile and one bulk copy a row), LSE only when asked, in flash-attn's layouts ([B, Hq, Sq],
-//     or [Hq, total_q] for varlen);
+//   * FaEpilogue: O stored from registers with per-sequence bounds (any Sq, varlen), LSE only when
+//     asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
 //   * FaTileScheduler: one CTA per (128-row Q tile, head, batch), heaviest tiles first when causal.
 //
 // Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
@@ -272,22 +271,11 @@ struct FaMainloop : Base {
   }
 };
 
-// O from the PV accumulators (already divided by the softmax sum) to global memory, rows past the
-// sequence's end skipped; LSE by one thread of each row's quad.  A sequence's rows are at
-// o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
-//
-// Persistent kernels (D <= 128) stage a warpgroup's 64 x D tile in its own shared memory and copy each
-// row out with one bulk copy (cp.async.bulk, bounded per row, so varlen and any Sq stay exact): the
-// warpgroup issues a few shared stores and 64 copies, not 32 scattered 4-byte global stores a thread,
-// and goes on to its next tile while the copies drain.  Other kernels store straight from registers:
-// a one-tile kernel's epilogue storage aliases the mainloop's (the other warpgroup may still be
-// reading K/V there), and at D = 256 the staging tile does not fit beside the mainloop's stages.
-template <class Element, int kHeadDim, bool kPersistent>
+// O from the PV accumulators (already divided by the softmax sum) straight to global memory, two
+// columns per store, rows past the sequence's end skipped; LSE by one thread of each row's quad.
+// A sequence's rows are at o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
+template <class Element>
 struct FaEpilogue {
-  static constexpr bool kStaged = kPersistent && kHeadDim <= 128;
-  static constexpr int kRows = 64;                   // a consumer warpgroup's Q rows
-  static constexpr int kPitch = kHeadDim + 8;        // +16 bytes: a quad's 8 rows land 4 banks apart
-
   struct Arguments {
     Element *o;
     int64_t o_row, o_batch, o_head;          // strides in elements
@@ -297,11 +285,7 @@ struct FaEpilogue {
   };
   using Params = Arguments;
 
-  struct Staging {
-    cute::array_aligned<Element, kRows * kPitch, 128> o;
-  };
-  struct Nothing {};
-  using TensorStorage = std::conditional_t<kStaged, Staging, Nothing>;
+  struct TensorStorage {};                   // no shared memory: stores go from registers
   using LoadPipeline = cutlass::PipelineTransactionAsync<1>;   // the kernel builds one; never used
   using PipelineStorage = typename LoadPipeline::SharedStorage;
   static constexpr int TmaTransactionBytes = 0;
@@ -314,7 +298,7 @@ struct FaEpilogue {
   template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
   CUTLASS_DEVICE void operator()(TileShape const &tile, BlkCoord const &wg_coord, ResultTuple const &result,
                                  TiledMma const &tiled_mma, ProblemShape const &ps, Params const &p, LoadPipeline,
-                                 TensorStorage &storage) {
+                                 TensorStorage &) {
     using namespace cute;
     auto const &acc = get<0>(result);
     auto const &lse = get<1>(result);
@@ -328,40 +312,15 @@ struct FaEpilogue {
     Tensor coords = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));   // (row, col) like acc
     Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head;
     cutlass::NumericArrayConverter<Element, float, 2> convert;
-    auto pair_at = [&](int i) {                    // values i, i + 1 are columns c, c + 1 of one row
-      cutlass::Array<float, 2> pair;
-      pair[0] = acc(i);
-      pair[1] = acc(i + 1);
-      return convert(pair);
-    };
-    if constexpr (kStaged) {
-      static_assert(decltype(size<0>(tile))::value == kRows && decltype(size<1>(tile))::value == kHeadDim);
-      int const thread = threadIdx.x % cutlass::NumThreadsPerWarpGroup;
-      // One named barrier a warpgroup (ids from 8: CUTLASS reserves 1-7; the producer has none).
-      cutlass::arch::NamedBarrier barrier(cutlass::NumThreadsPerWarpGroup, 8 + threadIdx.x / cutlass::NumThreadsPerWarpGroup);
-      Element *staged = storage.o.data();
-      barrier.sync();                              // the previous tile's copies have read the staging tile
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc); i += 2) {
-        *reinterpret_cast<cutlass::Array<Element, 2> *>(staged + int(get<0>(coords(i))) * kPitch +
-                                                        int(get<1>(coords(i)))) = pair_at(i);
-      }
-      cutlass::arch::fence_view_async_shared();    // the shared stores, visible to the bulk copies
-      barrier.sync();
-      if (thread < kRows && row0 + thread < seq.len) {
-        cute::SM90_BULK_COPY_S2G::copy(staged + thread * kPitch, o + (row0 + thread) * p.o_row,
-                                       kHeadDim * int(sizeof(Element)));
-        cute::tma_store_arrive();
-        cute::tma_store_wait<0>();                 // read out before the next tile's (or the CTA's end)
-      }
-    } else {
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc); i += 2) {
-        int const row = row0 + int(get<0>(coords(i)));
-        int const col = int(get<1>(coords(i)));
-        if (row < seq.len && col < d) {
-          *reinterpret_cast<cutlass::Array<Element, 2> *>(o + row * p.o_row + col) = pair_at(i);
-        }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {       // values i, i + 1 are columns c, c + 1 of one row
+      int const row = row0 + int(get<0>(coords(i)));
+      int const col = int(get<1>(coords(i)));
+      if (row < seq.len && col < d) {
+        cutlass::Array<float, 2> pair;
+        pair[0] = acc(i);
+        pair[1] = acc(i + 1);
+        *reinterpret_cast<cutlass::Array<Element, 2> *>(o + row * p.o_row + col) = convert(pair);
       }
     }
     if (p.lse != nullptr) {
