@@ -22,14 +22,14 @@ from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
-# --pingpong weighs it again.
-CANDIDATES = {d: [(bm, 128, persistent, False) for bm in ((128, 192) if d == 64 else (128,))
-                  for persistent in (False, True)] for d in (128, 64)}
+# --block-n 64 128 and --pingpong weigh them again.
+def candidates(block_n=(128,), pingpong=False):
+    return {d: [(bm, bn, persistent, pp) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
+                for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))]
+            for d in (128, 64)}
 
 
-def with_pingpong():
-    for configs in CANDIDATES.values():
-        configs += [(bm, bn, persistent, True) for bm, bn, persistent, _ in list(configs)]
+CANDIDATES = candidates()
 
 
 def spec(d, causal, bm, bn, persistent, pingpong):
@@ -50,10 +50,10 @@ def main(argv=None) -> int:
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--pingpong", action="store_true", help="each candidate also with the ping-pong softmax")
+    ap.add_argument("--block-n", type=int, nargs="+", default=[128], help="K/V tiles to weigh")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     args = ap.parse_args(argv)
-    if args.pingpong:
-        with_pingpong()
+    CANDIDATES.update(candidates(tuple(args.block_n), args.pingpong))
     build_many(specs(), progress=False)
     if args.build_only:
         return 0
