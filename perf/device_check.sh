@@ -17,17 +17,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 fused-gemm info | tee -a "$OUT/device.txt"
 steps=${*:-all}
 status=0
+bg_pids=()
 run() { local name=$1; shift; echo "== $name"; "$@" > "$OUT/$name.log" 2>&1; local rc=$?; tail -n 30 "$OUT/$name.log"; [ $rc -eq 0 ] || { echo "== $name exit $rc"; status=1; }; }
 for step in $steps; do
   case $step in
     build) for p in gpu-tests gemm-decode-tests gated-tests rope-tests attention-tests attention-sm80-tests decode-tests fp8-gpu-tests int4-gpu-tests int4-gated-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do run "build-$p" fused-gemm build --preset $p -q; done ;;
     build:*) run "build-${step#build:}" fused-gemm build --preset "${step#build:}" -q ;;
     bg-build:*) # e.g. bg-build:int4-gated-tests,int4-gpu-tests ... wait (in the same invocation): builds on the CPUs while GPU steps run
-             (IFS=,; for p in ${step#bg-build:}; do fused-gemm build --preset "$p" -q; done) > "$OUT/bg-build.log" 2>&1 &
-             echo "== bg-build started" ;;
-    wait) wait || status=1; echo "== bg-build done"; tail -n 5 "$OUT/bg-build.log" ;;
+             (rc=0; IFS=,; for p in ${step#bg-build:}; do fused-gemm build --preset "$p" -q || rc=1; done; exit $rc) \
+               >> "$OUT/bg-build.log" 2>&1 &
+             bg_pids+=($!); echo "== bg-build started" ;;
+    wait) for pid in "${bg_pids[@]}"; do wait "$pid" || { echo "== bg-build failed"; status=1; }; done
+          bg_pids=(); echo "== bg-build done"; tail -n 5 "$OUT/bg-build.log" ;;
     tests) run tests python3 -m pytest tests -q --maxfail=40 -m "not compile and not toolchain" -p no:cacheprovider ;;
-    test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ${TEST_ARGS:-} ;;   # TEST_ARGS e.g. "-k sm90a"
+    test:*) run "test-${step#test:}" python3 -m pytest "tests/${step#test:}" -q --maxfail=20 -p no:cacheprovider ${TEST_ARGS:-} ;;   # TEST_ARGS e.g. "-k sm90a" (split on spaces: no quoted expressions)
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."

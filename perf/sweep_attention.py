@@ -1,10 +1,12 @@
 """Attention kernel configurations against cuDNN (SDPA's fastest backend here), interleaved, one run:
 what generator/attention/heuristics.py's table is made from.
 
-    python perf/sweep_attention.py [--build-only] [--json out.json]
+    python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
+                                   [--block-n 64 128] [--pingpong]
 
-Per head dim (bf16), every candidate (K/V tile, persistent or not, ping-pong softmax or not) at
-B * S = 16k tokens, H = 32, S in {1k, 4k, 16k}, causal and not: TFLOP/s and the ratio to cuDNN.
+Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
+ping-pong softmax) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
+TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import torch
 
 import fused_gemm
 from fused_gemm.generator import AttentionSpec, build_many
-from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa 
+from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa
 from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
@@ -29,9 +31,6 @@ def candidates(block_n=(128,), pingpong=False):
             for d in (128, 64)}
 
 
-CANDIDATES = candidates()
-
-
 def spec(d, causal, bm, bn, persistent, pingpong):
     return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong)
 
@@ -40,8 +39,8 @@ def name(bm, bn, persistent, pingpong):
     return f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}"
 
 
-def specs():
-    return [spec(d, causal, *config) for d, configs in CANDIDATES.items()
+def specs(configs_by_dim=None):
+    return [spec(d, causal, *config) for d, configs in (configs_by_dim or candidates()).items()
             for config in configs for causal in (False, True)]
 
 
@@ -53,14 +52,16 @@ def main(argv=None) -> int:
     ap.add_argument("--block-n", type=int, nargs="+", default=[128], help="K/V tiles to weigh")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     args = ap.parse_args(argv)
-    CANDIDATES.update(candidates(tuple(args.block_n), args.pingpong))
-    build_many(specs(), progress=False)
+    if not all(0 < s <= TOKENS for s in args.s):
+        ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
+    configs_by_dim = candidates(tuple(args.block_n), args.pingpong)
+    build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
         return 0
     warm_gpu()
     rows = []
     with torch.no_grad():
-        for d, configs in CANDIDATES.items():
+        for d, configs in configs_by_dim.items():
             for s in args.s:
                 for causal in (False, True):
                     b = TOKENS // s

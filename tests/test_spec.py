@@ -277,6 +277,9 @@ def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():
         AttentionSpec(block_m=64)
     with pytest.raises(SpecError, match="block_m 192 needs head_dim 64"):
         AttentionSpec(head_dim=128, block_m=192)
-    assert AttentionSpec(head_dim=64, block_m=192).uri == "attention_sm90a_bf16_d64_bm192_bn128"
+    wide = AttentionSpec(head_dim=64, block_m=192)
+    assert wide.uri == "attention_sm90a_bf16_d64_bm192_bn128" and spec_from_uri(wide.uri) == wide
+    assert "Shape<_192, _128, _64>" in render(wide) and "kNumMmaWarpGroups, _3>" in render(wide)
+    assert "kNumMmaWarpGroups, _2>" in render(AttentionSpec(head_dim=64))
     with pytest.raises(SpecError, match="not supported by the attention family"):
         AttentionSpec(arch="sm100a")

@@ -135,9 +135,10 @@ class AttentionOp(KernelOp):
             if value >= INT32_LIMIT - 1:
                 raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
         q_tiles = -(-max_q // spec.block_m)
-        if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT:
+        # A persistent CTA's tile index steps by the grid (up to 2^16 CTAs) past the last tile: keep it 32-bit.
+        if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT - (1 << 16):
             raise ValueError(f"batch {batch} and heads {hq} must be <= {GRID_LIMIT} (CUDA grid), with "
-                             f"Q tiles x batch x heads < 2^31")
+                             f"Q tiles x batch x heads < 2^31 - 2^16")
         if scale is None:
             scale = 1.0 / math.sqrt(D)
         scale = checks.scalar("scale", scale)

@@ -1,15 +1,18 @@
 """Which attention kernel serves which problem: a table, not code.  Per (arch, head dim, causal),
 rows of (largest Sq served, Q tile, K/V tile, persistent), the first that covers Sq wins (Q tile None:
-the arch's default).  From perf/sweep_attention.py on an H100 (bf16, B*S = 16k tokens, H = 32;
-perf/results/h100_sweep_attention.txt):
+the arch's default).  From perf/sweep_attention.py on an H100 and an H200 (bf16, B*S = 16k tokens,
+H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
 
-  * the persistent kernel wins without a mask (its next tile's loads overlap this one's epilogue);
+  * without a mask the persistent kernel wins (its next tile's loads overlap this one's epilogue):
+    D = 128 1k 0.90-0.92x cuDNN against 0.84, 8k 1.03x against 1.01x (H100);
   * with a causal mask, the persistent kernel in our causal order (heaviest tiles first, L2-sized head
-    sections) beats one CTA per tile at D = 128 (1k 0.85x vs 0.81x cuDNN, 4k 1.10x vs 1.04x, 16k
-    1.12x vs 1.06x) and at D = 64 up to 4k; at D = 64 and 16k, one CTA per tile stays ahead;
+    sections) beats one CTA per tile at D = 128 at every length (1k 0.85-0.88x vs 0.78-0.81x, 4k
+    1.07-1.10x vs 1.00-1.04x, 16k 1.12-1.13x vs 1.06-1.10x), and at D = 64 up to 4k; from 8k on
+    one CTA per tile wins at D = 64 (8k 1.10x vs 0.86x, H100);
   * at D = 64, 192-row Q tiles (three consumer warpgroups: each K/V tile feeds 50% more rows) win
-    from 4k on (1.08-1.14x cuDNN against 0.92-1.03x); at 1k the 128-row tile's finer grid wins;
-  * the ping-pong softmax lost or tied everywhere: no row takes it.
+    from 4k on (1.04-1.14x cuDNN against 0.94-1.03x for the best 128-row kernel); at 1k the 128-row
+    tile's finer grid wins;
+  * the ping-pong softmax and 64-key tiles lost or tied everywhere: no row takes them.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
@@ -25,8 +28,8 @@ ANY = 1 << 31
 Row = Tuple[int, Optional[int], int, bool]      # (max Sq, block_m, block_n, persistent)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 64, False): ((2048, None, 128, True), (ANY, 192, 128, True)),
-    ("sm90a", 64, True): ((2048, None, 128, True), (8192, 192, 128, True), (ANY, 192, 128, False)),
-    ("sm90a", 128, False): ((4096, None, 128, True), (ANY, None, 128, False)),
+    ("sm90a", 64, True): ((2048, None, 128, True), (4096, 192, 128, True), (ANY, 192, 128, False)),
+    ("sm90a", 128, False): ((ANY, None, 128, True),),
     ("sm90a", 128, True): ((ANY, None, 128, True),),
     ("sm90a", 256, False): ((ANY, None, 64, False),),
     ("sm90a", 256, True): ((ANY, None, 64, False),),

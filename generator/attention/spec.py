@@ -33,7 +33,8 @@ class AttentionSpec:
     """softmax(scale * Q K^T [+ causal mask]) V for one dtype and head dim.
 
     ``block_n`` is the K/V tile (keys per mainloop step); ``persistent`` (sm90a only) launches one
-    CTA per SM that walks the tiles (example 88's "ping-pong"), else one CTA per (Q tile, head,
+    CTA per SM that walks the tiles (example 88's persistent kernel; our own order under a causal
+    mask), else one CTA per (Q tile, head,
     batch).  ``block_m`` is the Q tile: on sm90a 64 rows per consumer warpgroup, 128 (two, the default)
     or 192 (three, D = 64 only: each K/V tile then feeds more rows); 32 or 64 on sm80 (default 64, and 32
     for D = 256 as example 41 builds it).  On sm80 the K/V tile is also the tile of V's head dim:
@@ -41,8 +42,9 @@ class AttentionSpec:
     41's warps of 32x32 cannot load a Q tile when block_n > 128) O accumulates in a float
     workspace of [tokens, Hq, D] in global memory (``o_workspace``).
 
-    ``pingpong`` (sm90a only): the two consumer warpgroups take turns at the softmax (example 88's
-    kIsMainloopLocked), so one's softmax runs while the other's GEMMs keep the tensor cores busy.
+    ``pingpong`` (sm90a only): the consumer warpgroups take turns at the softmax (example 88's
+    kIsMainloopLocked, FA3's inter-warpgroup ping-pong; not example 88's "Pingpong" kernel, which is
+    its persistent one), so one's softmax runs while the others' GEMMs keep the tensor cores busy.
     """
     family = "attention"
 

@@ -10,7 +10,9 @@
 //     copy); variable-length packed batches (cu_seqlens); per-sequence lengths for the masks;
 //   * FaEpilogue: O stored from registers with per-sequence bounds (any Sq, varlen), LSE only when
 //     asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
-//   * FaTileScheduler: one CTA per (128-row Q tile, head, batch), heaviest tiles first when causal.
+//   * FaTileScheduler: one CTA per (Q tile, head, batch), heaviest tiles first when causal;
+//   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles heaviest first, heads in
+//     L2-sized sections (example 88's persistent order serves the unmasked kernels).
 //
 // Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
 // (T, D, (1, H)); sequence b (tokens [start, start + len)) is read with its rows offset by start.
@@ -337,7 +339,7 @@ struct FaEpilogue {
   }
 };
 
-// One CTA per (Q tile of 128 rows, head, batch): grid (tiles, H, B).  Causal tiles further down
+// One CTA per (Q tile, head, batch): grid (tiles, H, B).  Causal tiles further down
 // see more keys; they start first, so the short ones fill the tail.
 template <bool kHeaviestFirst>
 struct FaTileScheduler {
@@ -377,7 +379,9 @@ struct FaTileScheduler {
 // every head comes first.  CTAs take rounds of gridDim.x tiles, every other round in reverse
 // (the heaviest tile of one round pairs with the lightest of the next).
 struct FaCausalPersistentScheduler {
-  static constexpr int64_t kL2Bytes = int64_t(24) << 20;   // about half an H100's L2: K/V of a section
+  // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
+  // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.
+  static constexpr int64_t kL2Bytes = int64_t(24) << 20;
 
   struct Params {
     int num_blocks, num_m_blocks, num_heads, heads_total, section_heads, grid;
@@ -385,7 +389,7 @@ struct FaCausalPersistentScheduler {
 
   Params params;
   int round = 0;
-  int tile;
+  int64_t tile;                       // may pass 2^31 by up to a grid in the last round
 
   CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) { tile = tile_of(0); }
 
@@ -404,19 +408,19 @@ struct FaCausalPersistentScheduler {
 
   static dim3 get_grid_shape(Params const &params) { return dim3(params.grid, 1, 1); }
 
-  CUTLASS_DEVICE int tile_of(int r) const {
+  CUTLASS_DEVICE int64_t tile_of(int r) const {
     int const g = int(gridDim.x), c = int(blockIdx.x);
-    return r * g + ((r & 1) ? g - 1 - c : c);
+    return int64_t(r) * g + ((r & 1) ? g - 1 - c : c);
   }
 
   CUTLASS_DEVICE bool is_valid() { return tile < params.num_blocks; }
 
   CUTLASS_DEVICE auto get_block_coord() {
     int const per_section = params.section_heads * params.num_m_blocks;
-    int const s = tile / per_section;
+    int const s = int(tile) / per_section;
     int const first_head = s * params.section_heads;
     int const heads_here = cute::min(params.section_heads, params.heads_total - first_head);
-    int const i = tile - s * per_section;
+    int const i = int(tile) - s * per_section;
     int const m = params.num_m_blocks - 1 - i / heads_here;
     int const head = first_head + i % heads_here;          // batch-major, head fastest: GQA groups adjacent
     return cute::make_coord(m, cute::_0{}, cute::make_coord(head / params.num_heads, head % params.num_heads));
