@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -40,6 +40,7 @@ for step in $steps; do
     gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
     int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
+    int4-launch) run int4-launch python3 perf/int4_decode_launch.py ${INT4_LAUNCH_ARGS:-} ;;   # e.g. "--m 1 --splits 0 2"
     int4-gated) run int4-gated python3 perf/bench_int4_gated.py --json "$OUT/int4_gated.json" ;;
     fp8-weight) run fp8-weight python3 perf/bench_fp8_weight.py --json "$OUT/fp8_weight.json" ${FP8W_ARGS:-} ;;   # FP8W_ARGS e.g. "--sweep"
     sweep-attention) run sweep-attention python3 perf/sweep_attention.py --json "$OUT/sweep_attention.json" ${SWEEP_ATTENTION_ARGS:-} ;;   # e.g. "--s 1024 --pingpong"

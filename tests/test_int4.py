@@ -469,13 +469,14 @@ def test_group_sizes(symmetric, group, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("n, k, group", [(1040, 4096, 128), (4096, 4160, 64), (528, 2048, 2048)],
-                         ids=["cluster-of-8", "uneven-k-slices", "per-channel"])
+@pytest.mark.parametrize("n, k, group", [(1040, 4096, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)],
+                         ids=["cluster-of-8", "uneven-k-slices", "per-channel", "k-not-a-multiple-of-64"])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
     """The decode kernels (8 tokens, as int4_linear picks them, and the 16-token sweep alternative,
     run directly): K split across warps and a cluster of CTAs (summed through distributed shared
-    memory), slices that end inside a group, row groups past N."""
+    memory), slices that end inside a group, row groups past N, and a K of 64 n + 32 (with 64 codes
+    a lane per step, the last step is half a step)."""
     w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")

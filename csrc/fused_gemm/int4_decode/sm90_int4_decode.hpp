@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -86,10 +87,31 @@ CUTLASS_DEVICE uint32_t mask_xor(uint32_t a, uint32_t b, uint32_t c) {
   return d;
 }
 
-CUTLASS_DEVICE void copy16(void *dst, void const *src, bool valid = true) {
-  uint32_t const to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+// cp.async of 16 bytes (zero-filled when !valid) to a shared-window address.
+CUTLASS_DEVICE void copy16(uint32_t to, void const *src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
+
+// ldmatrix of kCount 8x8 16-bit matrices, non-transposed: lane t gets 32-bit word t of each (rows 16
+// bytes apart from the addresses of lanes 0..8 kCount - 1).
+template <int kCount>
+CUTLASS_DEVICE void ldmatrix(uint32_t (&r)[kCount], uint32_t addr) {
+  static_assert(kCount == 1 || kCount == 2 || kCount == 4);
+  if constexpr (kCount == 4) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  } else if constexpr (kCount == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(addr));
+  }
+}
+
+CUTLASS_DEVICE uint32_t shared_address(void const *ptr) { return static_cast<uint32_t>(__cvta_generic_to_shared(ptr)); }
+
+// Makes v opaque to the compiler, so that it keeps a per-lane address in a register instead of
+// working it out again from threadIdx in every step of the mainloop (which it otherwise does).
+CUTLASS_DEVICE void keep_in_register(uint32_t &v) { asm("" : "+r"(v)); }
 
 }  // namespace int4_decode
 
@@ -111,12 +133,17 @@ struct Int4Decode {
   static constexpr int kThreads = Split::kThreads;
   static constexpr int kRows = Split::kRows;
   static constexpr int kTiles = Split::kTiles;
-  // k-blocks (16 along K) per pipeline step: K is a multiple of 32 and so is every group, so a
-  // group ends only at the end of a step.
+  // k-blocks (16 along K) per pipeline step.  Groups are multiples of 16 kStep (or all of K), so a
+  // group ends only at the end of a step; K is a multiple of 32, so with kStep 4 the last step of K
+  // may be half a step.  kStep 4 with 3 stages (fewer instructions per code: the copies and the
+  // loop over 64 codes a lane) ran 28672 x 4096 8% slower on an H100 than 2 with 4: 69 KB of
+  // shared memory a CTA leaves room for 3 CTAs an SM, and 448 CTAs then take 1.13 waves.
   static constexpr int kStep = 2;
+  static constexpr int kHalfPieces = kStep / 2 * kTokens * 2;   // x's 16-byte pieces of half a step
   // Steps in flight per warp (cp.async groups).  Six ran 10% slower than four on an H100 at 28672 x
   // 4096: the shared memory they take halves the CTAs resident per SM.
   static constexpr int kStages = 4;
+  static constexpr int kBlockBytes = 128;       // a 16 x 16 block of codes: 32 words, a word per lane
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   static constexpr int kScalePieces = kRows * int(sizeof(Element)) / 16;   // 16-byte pieces of a group's scales
   // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
@@ -158,14 +185,16 @@ struct Int4Decode {
       row = kb_begin / group_kb;
       end = min(kb_end, (row + 1) * group_kb);
     }
-    CUTLASS_DEVICE bool ends_with(int kb) const { return kb + kStep == end; }   // the step at kb
+    CUTLASS_DEVICE bool ends_with(int kb) const { return end <= kb + kStep; }   // the step at kb (maybe a half)
     CUTLASS_DEVICE void advance() {
       ++row;
       end = min(kb_end, end + group_kb);
     }
   };
 
-  // A warp's copies for one step: 16-byte pieces spread over its lanes, at offsets fixed per lane.
+  // A warp's copies for one step: 16-byte pieces spread over its lanes.  A lane's destinations are
+  // fixed offsets from the stage's shared-window address, worked out once: a step's copies cost
+  // their cp.async instructions and pointer increments, not address arithmetic.
   struct Copier {
     uint32_t const *w;           // this lane's first piece of the CTA's rows, at the next k-block to copy
     int64_t kblock_words;
@@ -174,40 +203,53 @@ struct Int4Decode {
     Element const *scales;           // this lane's piece of the scales (or zeros) of the CTA's rows, group row 0
     int64_t group_stride;            // N
     bool w_valid[(8 * kBlocks + 31) / 32];
-    int scale_piece;                 // which piece, or -1 (none, or past N)
-    bool scale_is_zero;
+    bool copies_scales;              // this lane copies a piece of a group's scales (or zero offsets)
+    uint32_t w_to, scale_to;         // this lane's first destinations, in stage 0 (its x's: kXTo on)
+    static constexpr uint32_t kXTo = offsetof(Stage, x) - offsetof(Stage, w);
 
-    CUTLASS_DEVICE void init_scales(Int4DecodeParams const &p, int lane, int block0, int blocks) {
+    CUTLASS_DEVICE void init(Int4DecodeParams const &p, uint32_t stage0, int lane, int block0, int blocks) {
       static_assert(kScalePieces * (kZeros ? 2 : 1) <= 32, "one piece per lane");
-      scale_is_zero = kZeros && lane >= 32 - kScalePieces;
-      int const piece = scale_is_zero ? lane - (32 - kScalePieces) : lane;
-      scale_piece = piece < kScalePieces && piece < 2 * blocks ? piece : -1;   // 2 pieces per 16-row block
-      scales = static_cast<Element const *>(scale_is_zero ? p.zeros : p.scales) + block0 * 16 + 8 * max(piece, 0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r * 32 < 8 * kBlocks; ++r) w_valid[r] = lane + 32 * r < 8 * blocks;
+      // Piece i of a stage's codes or x is st.w[j] or st.x[j] at 16 i bytes (i = lane + 32 r).
+      w_to = stage0 + uint32_t(offsetof(Stage, w)) + 16 * lane;
+      int4_decode::keep_in_register(w_to);
+      bool const is_zero = kZeros && lane >= 32 - kScalePieces;
+      int const piece = is_zero ? lane - (32 - kScalePieces) : lane;
+      copies_scales = piece < kScalePieces && piece < 2 * blocks;   // 2 pieces per 16-row block
+      scales = static_cast<Element const *>(is_zero ? p.zeros : p.scales) + block0 * 16 + 8 * (copies_scales ? piece : 0);
+      scale_to = stage0 + uint32_t(is_zero ? offsetof(Stage, zero) : offsetof(Stage, scale)) + 16 * piece;
+      int4_decode::keep_in_register(scale_to);
       group_stride = p.n;
     }
 
-    CUTLASS_DEVICE void issue(Stage &st, int lane, bool group_ends, int group_row) {
+    // A half step (`full` false: the last 32 codes of K) zero-fills its second half, which then adds
+    // nothing: zero x times any code.
+    CUTLASS_DEVICE void issue(uint32_t stage_offset, bool group_ends, int group_row, bool full) {
+      int const lane = threadIdx.x % 32;
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kStep; ++j) {
         CUTLASS_PRAGMA_UNROLL
         for (int r = 0; r * 32 < 8 * kBlocks; ++r) {   // 8 pieces per 128-byte block
-          int const i = lane + 32 * r;
-          if (i < 8 * kBlocks && w_valid[r]) int4_decode::copy16(&st.w[j][4 * i], w + j * kblock_words + 128 * r);
+          if (lane + 32 * r < 8 * kBlocks && w_valid[r]) {
+            bool const valid = j < kStep / 2 || full;
+            int4_decode::copy16(w_to + stage_offset + j * kBlockBytes * kBlocks + 512 * r,
+                                w + (valid ? j : 0) * kblock_words + 128 * r, valid);
+          }
         }
       }
       w += kStep * kblock_words;
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r * 32 < kStep * kTokens * 2; ++r) {   // 2 pieces per token and k-block
-        int const i = lane + 32 * r;
-        if (i < kStep * kTokens * 2) {
-          int const j = i / (2 * kTokens), token = (i / 2) % kTokens, half = i % 2;
-          int4_decode::copy16(&st.x[j][token][8 * half], x + 16 * r * (32 / (2 * kTokens)), x_valid);
+        if (lane + 32 * r < kStep * kTokens * 2) {
+          bool const valid = 32 * r < kHalfPieces || full;   // pieces of the second half: r >= kHalfPieces / 32
+          int4_decode::copy16(w_to + kXTo + stage_offset + 512 * r, x + (valid ? 16 * r * (32 / (2 * kTokens)) : 0),
+                              x_valid && valid);
         }
       }
       x += 16 * kStep;
-      if (group_ends && scale_piece >= 0) {   // lanes 0..: scales; u4's last lanes: zero offsets
-        int64_t const at = int64_t(group_row) * group_stride;
-        int4_decode::copy16(scale_is_zero ? &st.zero[8 * scale_piece] : &st.scale[8 * scale_piece], scales + at);
+      if (group_ends && copies_scales) {   // lanes 0..: scales; u4's last lanes: zero offsets
+        int4_decode::copy16(scale_to + stage_offset, scales + int64_t(group_row) * group_stride);
       }
     }
   };
@@ -237,61 +279,57 @@ struct Int4Decode {
     gemv::store_output<Kernel>(p, token, n, p.alpha * sum);
   }
 
-  static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
-    int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    Split::start();
-    int const block0 = blockIdx.y * kBlocks;                      // the CTA's first 16-row block of W
-    int const blocks = min(kBlocks, p.blocks_n - block0);
-    // This warp's k-steps: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
-    int const steps = p.k / (16 * kStep);
-    int const cta_begin = int(int64_t(steps) * blockIdx.x / gridDim.x);
-    int const cta_steps = int(int64_t(steps) * (blockIdx.x + 1) / gridDim.x) - cta_begin;
-    int const kb_begin = kStep * (cta_begin + cta_steps * warp / kWarps);
-    int const kb_end = kStep * (cta_begin + cta_steps * (warp + 1) / kWarps);
+  // Streams k-blocks [kb_begin, kb_end) of the CTA's rows (16-row blocks block0 .. block0 + blocks - 1)
+  // through this warp's stages and adds their sums to acc; the stages are free again at the end.
+  CUTLASS_DEVICE static void stream(Int4DecodeParams const &p, Stage *stages, int block0, int blocks, int kb_begin,
+                                    int kb_end, Acc &acc) {
+    int const lane = threadIdx.x % 32;
     int64_t const kblock_words = int64_t(p.blocks_n) * 32;        // one k-block of all of W
     uint32_t const *rows = p.w + int64_t(block0) * 32;            // + kb * kblock_words: the CTA's rows of k-block kb
-
-    // Only L2 prefetches run ahead of the previous kernel: L2 is the point of coherence, so they
-    // cannot make a load see stale bytes, even of a weight that kernel has just written.
-    if (lane == 0) {
-      for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
-        gemv::prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
-      }
-    }
-    gemv::wait_for_previous_grid();
-
+    uint32_t const stage0 = int4_decode::shared_address(stages);
     Copier copier;
     copier.w = rows + kb_begin * kblock_words + 4 * lane;
     copier.kblock_words = kblock_words;
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r * 32 < 8 * kBlocks; ++r) copier.w_valid[r] = lane + 32 * r < 8 * blocks;
     {
       int const token = (lane / 2) % kTokens, half = lane % 2;   // the same for every r: 32 is a multiple of 2 kTokens
       copier.x_valid = token < p.m;
       int const j0 = lane / (2 * kTokens);   // piece r adds 32 / (2 kTokens) k-blocks
       copier.x = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 16 * (kb_begin + j0) + 8 * half;
     }
-    copier.init_scales(p, lane, block0, blocks);
+    copier.init(p, stage0, lane, block0, blocks);
 
     int const group_kb = p.group / 16;
     Groups issued(kb_begin, kb_end, group_kb);
-    Stage *stages = smem.stages[warp];
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < kStages - 1; ++s) {
       int const kb = kb_begin + s * kStep;
       if (kb < kb_end) {
         bool const ends = issued.ends_with(kb);
-        copier.issue(stages[s], lane, ends, issued.row);
+        copier.issue(s * uint32_t(sizeof(Stage)), ends, issued.row, kb + kStep <= kb_end);
         if (ends) issued.advance();
       }
       asm volatile("cp.async.commit_group;" ::: "memory");     // empty groups keep the count uniform
     }
 
-    Acc acc = {}, group_acc = {};
+    // ldmatrix rows.  Codes: lane l addresses row l % 8 of block l / 8 (blocks are 128 contiguous
+    // bytes, so that is byte 16 l), and gets word l of each block: its A fragment.  x: row l % 8 is
+    // token l % 8 of half (l / 8) % 2 of tile l / 16 (16 tokens) or of k-block l / 16 (8 tokens), and
+    // lane l gets token l / 4, columns 2 (l % 4) + {0, 1}: X^T's B fragment.
+    uint32_t w_rows = stage0 + uint32_t(offsetof(Stage, w)) + 16 * lane;
+    uint32_t x_rows =
+        stage0 + uint32_t(offsetof(Stage, x)) + 256 * (lane / 16) + 32 * (lane % 8) + 16 * ((lane / 8) % 2);
+    int4_decode::keep_in_register(w_rows);
+    int4_decode::keep_in_register(x_rows);
+    static_assert(kTokens == 16 || kStep % 2 == 0, "8 tokens: one ldmatrix.x4 takes x of two k-blocks");
+    constexpr int kWordLoads = (kBlocks + 3) / 4, kWordsPerLoad = kBlocks < 4 ? kBlocks : 4;
+
+    Acc group_acc = {};
     float x_sum[kTiles][4] = {}, step_sum[kTiles][4] = {};   // sum(x) of the group, of the step
     Groups computed(kb_begin, kb_end, group_kb);
     uint32_t const mask = 0x000F000Fu, magic = kXor;   // in registers: one LOP3 takes both
-    int stage = 0;
+    // The stage read (and the one refilled) this step, as byte offsets from stage 0.
+    constexpr uint32_t kStageBytes = sizeof(Stage), kLastStage = (kStages - 1) * kStageBytes;
+    uint32_t at = 0, refill = kLastStage;
     for (int kb = kb_begin; kb < kb_end; kb += kStep) {
       asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
       __syncwarp();   // every lane's pieces have landed; every lane is done with the stage refilled next
@@ -299,26 +337,35 @@ struct Int4Decode {
         int const ahead = kb + (kStages - 1) * kStep;
         if (ahead < kb_end) {
           bool const ends = issued.ends_with(ahead);
-          copier.issue(stages[(stage + kStages - 1) % kStages], lane, ends, issued.row);
+          copier.issue(refill, ends, issued.row, ahead + kStep <= kb_end);
           if (ends) issued.advance();
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
       }
-      Stage const &st = stages[stage];
+      uint32_t xs[kStep][kTiles][2];   // X^T's B fragments: token 8t + lane/4, columns 2(lane%4) + {0, 1} and + 8
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kStep; j += 2 / kTiles) {
+        uint32_t r[4];
+        int4_decode::ldmatrix(r, x_rows + at + j * uint32_t(sizeof(Stage::x[0])));
+        if constexpr (kTiles == 2) {
+          xs[j][0][0] = r[0], xs[j][0][1] = r[1], xs[j][1][0] = r[2], xs[j][1][1] = r[3];
+        } else {
+          xs[j][0][0] = r[0], xs[j][0][1] = r[1], xs[j + 1][0][0] = r[2], xs[j + 1][0][1] = r[3];
+        }
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kStep; ++j) {
-        uint32_t x[kTiles][2];   // X^T's B fragments: token 8t + lane/4, columns 2(lane%4) + {0, 1} and + 8
-        CUTLASS_PRAGMA_UNROLL
-        for (int t = 0; t < kTiles; ++t) {
-          Element const *row = st.x[j][8 * t + lane / 4] + 2 * (lane % 4);
-          x[t][0] = *reinterpret_cast<uint32_t const *>(row);
-          x[t][1] = *reinterpret_cast<uint32_t const *>(row + 8);
-        }
+        auto const &x = xs[j];
         // Every word of the k-block first, then every conversion, then the MMAs: independent chains
-        // side by side instead of one LDS -> LOP3 -> MMA chain per block.
+        // side by side instead of one load -> LOP3 -> MMA chain per block.
         uint32_t words[kBlocks];
         CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kBlocks; ++b) words[b] = st.w[j][32 * b + lane];
+        for (int q = 0; q < kWordLoads; ++q) {
+          uint32_t r[kWordsPerLoad];
+          int4_decode::ldmatrix(r, w_rows + at + j * kBlockBytes * kBlocks + 4 * kBlockBytes * q);
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < kWordsPerLoad; ++i) words[4 * q + i] = r[i];
+        }
         uint32_t a[kBlocks][4];   // kMagic + offset + code, in the MMA's A order (nibbles i and i + 4 of the word)
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
@@ -355,6 +402,7 @@ struct Int4Decode {
       }
       if (computed.ends_with(kb)) {   // a group (or the warp's range) ends: its sums, scaled, into acc
         computed.advance();
+        Stage const &st = *reinterpret_cast<Stage const *>(reinterpret_cast<char const *>(stages) + at);
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
           int const row = 16 * b + lane / 4;
@@ -368,8 +416,8 @@ struct Int4Decode {
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
             CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8
-              acc[b][t][i] += scale[i / 2] * group_acc[b][t][i] + shift[i / 2] * x_sum[t][i];
+            for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8; two FFMAs each
+              acc[b][t][i] = fmaf(shift[i / 2], x_sum[t][i], fmaf(scale[i / 2], group_acc[b][t][i], acc[b][t][i]));
               group_acc[b][t][i] = 0.f;
             }
           }
@@ -380,9 +428,39 @@ struct Int4Decode {
           for (int i = 0; i < 4; ++i) x_sum[t][i] = 0.f;
         }
       }
-      stage = (stage + 1) % kStages;
+      refill = at;
+      at = at == kLastStage ? 0 : at + kStageBytes;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();   // every lane is done with the stages before they are refilled
+  }
+
+  static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
+    int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    Split::start();
+    int const block0 = blockIdx.y * kBlocks;                      // the CTA's first 16-row block of W
+    int const blocks = min(kBlocks, p.blocks_n - block0);
+    // This warp's k-steps: the CTA's share of K (cluster rank = blockIdx.x), then the warp's.
+    int const kblocks = p.k / 16;
+    int const steps = (kblocks + kStep - 1) / kStep;
+    int const cta_begin = int(int64_t(steps) * blockIdx.x / gridDim.x);
+    int const cta_steps = int(int64_t(steps) * (blockIdx.x + 1) / gridDim.x) - cta_begin;
+    int const kb_begin = kStep * (cta_begin + cta_steps * warp / kWarps);
+    int const kb_end = min(kblocks, kStep * (cta_begin + cta_steps * (warp + 1) / kWarps));
+    int64_t const kblock_words = int64_t(p.blocks_n) * 32;        // one k-block of all of W
+    uint32_t const *rows = p.w + int64_t(block0) * 32;            // + kb * kblock_words: the CTA's rows of k-block kb
+
+    // Only L2 prefetches run ahead of the previous kernel: L2 is the point of coherence, so they
+    // cannot make a load see stale bytes, even of a weight that kernel has just written.
+    if (lane == 0) {
+      for (int kb = kb_begin; kb < kb_begin + kAhead && kb < kb_end; ++kb) {
+        gemv::prefetch_to_l2(rows + kb * kblock_words, uint32_t(blocks) * 128);
+      }
+    }
+    gemv::wait_for_previous_grid();
+
+    Acc acc = {};
+    stream(p, smem.stages[warp], block0, blocks, kb_begin, kb_end, acc);
     // The next kernel may start (and prefetch) during the reduction.  Letting it start right after
     // griddepcontrol.wait ran 4096 x 14336 1.3x slower on an H100: its CTAs' prefetches and slots
     // compete with this kernel's streaming.
@@ -415,8 +493,10 @@ struct Int4DecodeLauncher {
   static int can_implement(Problem const &p) {
     if (int rc = gemv::check_device_and_tokens(p.device, p.m, Decode::kTokens)) return rc;
     if (p.n < 16 || p.n % 16 || p.k < 32 || p.k % 32) return fail(FG_ERR_INVALID, "N must be a multiple of 16, K of 32");
-    if (p.group_size < 32 || p.group_size % 32 || p.k % p.group_size) {
-      return fail(FG_ERR_INVALID, "the group size must be a multiple of 32 dividing K");
+    constexpr int kStepCodes = 16 * Decode::kStep;   // a group must end with a step
+    if (p.group_size != p.k && (p.group_size < kStepCodes || p.group_size % kStepCodes || p.k % p.group_size)) {
+      return fail(FG_ERR_INVALID, "the group size must be K or a multiple of " + std::to_string(kStepCodes) +
+                                      " dividing K");
     }
     if ((p.scales == nullptr) || (Kernel::kZeros && p.zeros == nullptr)) return fail(FG_ERR_INVALID, "scales (and zeros) are required");
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
