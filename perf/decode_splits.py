@@ -13,9 +13,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import fused_gemm
-import fused_gemm.decode.op as decode_op
 from fused_gemm.bench.timing import copy_bandwidth, require_gpu, time_samples, warm_gpu
+from fused_gemm.decode.api import select
+from fused_gemm.generator import LaunchOptions
+from fused_gemm.generator.decode.heuristics import splits as heuristic_splits
 
 HQ, HKV, D = 32, 8, 128
 
@@ -29,7 +30,6 @@ def main(argv=None) -> int:
     require_gpu("decode_splits")
     warm_gpu()
     bandwidth = copy_bandwidth()
-    own = decode_op.pick_splits
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; decode Hq={HQ} Hkv={HKV} D={D} "
           f"bf16, S={args.length}, CUDA graphs; us (x SDPA's speed), split 0 = the heuristic's")
     for b in args.batch:
@@ -38,12 +38,11 @@ def main(argv=None) -> int:
         seqlens = torch.full((b,), args.length, dtype=torch.int32, device="cuda")
         kt, vt = k.transpose(1, 2), v.transpose(1, 2)
 
-        def ours(s):
-            decode_op.pick_splits = own if s == 0 else (lambda *_, s=s: s)
-            try:
-                return fused_gemm.decode_attention(q, k, v, seqlens, check_lengths=False)
-            finally:
-                decode_op.pick_splits = own
+        op = select(q)
+
+        def ours(s):   # s = 0: the heuristic's split count (a launch's splits 1 leaves the choice to it)
+            launch = LaunchOptions(splits=max(s, 1))
+            return op(q, k, v, seqlens, check_lengths=False, launch=launch)[0]
 
         variants = {s: [lambda s=s: ours(s)] for s in args.splits}
         variants["sdpa"] = [lambda: F.scaled_dot_product_attention(q[:, :, None], kt, vt, enable_gqa=True)]
@@ -52,7 +51,7 @@ def main(argv=None) -> int:
         ref = ours(0).double()
         errs = {s: float((ours(s).double() - ref).norm() / ref.norm()) for s in args.splits}
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        print(f"B={b}: SDPA {t['sdpa'] * 1e6:.1f} us, heuristic split {own(b * HKV, args.length, D, sms)}")
+        print(f"B={b}: SDPA {t['sdpa'] * 1e6:.1f} us, heuristic split {heuristic_splits(b * HKV, args.length, D, sms)}")
         for s in args.splits:
             print(f"  split {s:>4}: {t[s] * 1e6:8.1f} us  {t['sdpa'] / t[s]:.3f}x SDPA  "
                   f"{2 * b * args.length * HKV * D * 2 / t[s] / bandwidth:.0%} of copy bw  diff {errs[s]:.1e}")

@@ -11,6 +11,7 @@ import torch
 
 from .. import checks
 from ..checks import INT32_LIMIT
+from ..generator import DEFAULT_LAUNCH
 from ..generator.decode import PROBLEM, DecodeSpec
 from ..generator.decode.heuristics import splits as pick_splits
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
@@ -26,7 +27,9 @@ MAX_TOKENS = 16          # new tokens per sequence (speculative decode); a 16-ro
 
 
 class DecodeOp(KernelOp):
-    """``op(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse)`` -> (o, lse or None)."""
+    """``op(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse)`` -> (o, lse or None).
+    ``launch=LaunchOptions(splits=n)`` (n > 1) cuts each sequence's keys into n ranges instead of the
+    heuristic's count (generator/decode/heuristics.py): for timing the choice, as perf/decode_splits.py does."""
 
     def __init__(self, spec: DecodeSpec, library: KernelLibrary):
         assert library.packer.format == PROBLEM.format
@@ -40,10 +43,11 @@ class DecodeOp(KernelOp):
         self._sm_count[device] = torch.cuda.get_device_properties(device).multi_processor_count
 
     def __call__(self, q, k_cache, v_cache, cache_seqlens, *, scale=None, max_seqlen_k=None, return_lse=False,
-                 check_lengths=True):
-        return self.run(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths)
+                 check_lengths=True, launch=None):
+        return self.run(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths, launch)
 
-    def run(self, q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths=True):
+    def run(self, q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths=True,
+            launch=None):
         D = self.spec.head_dim
         checks.tensor("q", q, self._dtype, None)
         dev = q.get_device()
@@ -92,6 +96,11 @@ class DecodeOp(KernelOp):
             if int(lo) < 0 or int(hi) > S:
                 raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
                                  f"0..S_max = {S} (inside a CUDA graph they are clamped instead)")
+        if launch is not None:
+            launch = self.checked_launch(launch)
+            if launch.abi[1:] != DEFAULT_LAUNCH.abi[1:]:
+                raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.splits only (key ranges a "
+                                 "sequence; 1 lets the heuristic choose)")
         checks.refuse_grad("decode_attention", q, k_cache, v_cache)
         q_strides = checks.head_dim_last("q", q4, self._size)[:3]                  # (batch, token, head)
         k_strides = checks.head_dim_last("k_cache", k_cache, self._size)[:3]
@@ -103,7 +112,8 @@ class DecodeOp(KernelOp):
             if lse is not None:
                 lse.fill_(math.inf)
             return (o[:, 0] if squeeze else o), (lse[..., 0] if squeeze and lse is not None else lse)
-        splits = pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
+        splits = launch.splits if launch is not None and launch.splits > 1 else \
+            pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
         parts = B * Hkv * row_groups * splits * 16
         ws_bytes = parts * (D + 1) * 4 if splits > 1 else 0
         workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
