@@ -50,7 +50,7 @@ def test_split_count_aims_for_one_cta_an_sm_at_head_dim_128():
     split at least MIN_KEYS long, no split where the groups fill the GPU alone."""
     from fused_gemm.generator.decode.heuristics import splits
     assert [splits(b * 8, 32768, 128, 132) for b in (1, 2, 4, 8, 32)] == [16, 8, 4, 2, 1]
-    assert splits(8, 1024, 128, 132) == 2
+    assert [splits(b * 8, 1024, 128, 132) for b in (1, 2, 4)] == [8, 8, 4]   # 128 keys a split at the least
 
 
 def test_decode_attention_spec_names_its_pdl_build():

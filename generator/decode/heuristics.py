@@ -16,7 +16,10 @@ STAGES = {64: 4, 128: 3, 256: 2}          # two CTAs per SM fit at 128 (96 KB of
 # at 128 CTAs.
 SPLIT_SLOTS_PER_SM = {64: 2, 128: 1, 256: 1}
 WAVE_FILL = 0.96
-MIN_KEYS = 512
+# Short caches with few groups split down to 128 keys a split: on an H100 at 1k keys B = 1 / 2 / 4 ran
+# 7.9 / 8.6 / 9.5 us with 8 / 8 / 4 splits against 12.5 / 12.5 / 12.6 with the 2 that 512 allowed,
+# and at 4k B = 1 10.8 us with 16 against 13.0 with 8 (perf/results/h100_decode_splits.txt).
+MIN_KEYS = 128
 
 
 def pick(dtype: str, head_dim: int, arch: str = "sm90a") -> DecodeSpec:
