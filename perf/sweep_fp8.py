@@ -3,7 +3,8 @@ bf16 out) GEMM on Llama-3-8B's prefill shapes against torch._scaled_mm with the 
 accumulation mode, to choose generator/gemm/heuristics.py's FP8_RULES.
 
     python perf/sweep_fp8.py --build-only              # compile every candidate (no GPU needed)
-    python perf/sweep_fp8.py [--json out.json] [--m 4096] [--accum precise fast]
+    python perf/sweep_fp8.py [--json out.json] [--m 4096] [--accum precise fast] [--promotion 4 8 16]
+                             [--configs t128x128x128_c1x2x1_coop_persist ...]
 
 Variants are timed three at a time with _scaled_mm on the same inputs (ratios per repetition, as
 `fused-gemm tune` does): dozens at once skew the baseline.
@@ -36,9 +37,12 @@ LAUNCHES = [L(), L(swizzle=4), L(swizzle=8, raster="along_m")]
 EPILOGUE = Epilogue(row_scale=True, col_scale=True)
 
 
-def specs(accums):
-    return [GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=EPILOGUE, config=c, fast_accum=fast)
-            for fast in accums for c in CONFIGS[fast]]
+def specs(accums, promotions=(4,), names=None):
+    """Each accumulation's configs (those named, if any); without fast accumulation, at each of the
+    fp32 promotion intervals (wgmmas between promotions; 4 is CUTLASS's default)."""
+    return [GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=EPILOGUE, config=c, fast_accum=fast, promotion=p)
+            for fast in accums for c in CONFIGS[fast] if not names or c.name in names
+            for p in ((4,) if fast else promotions)]
 
 
 def main(argv=None) -> int:
@@ -47,9 +51,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--m", type=int, nargs="*", default=[4096])
     ap.add_argument("--accum", nargs="*", choices=("precise", "fast"), default=["precise", "fast"])
+    ap.add_argument("--promotion", type=int, nargs="*", default=[4], help="precise: wgmmas between fp32 promotions")
+    ap.add_argument("--configs", nargs="*", help="tile config names (default: every candidate)")
     args = ap.parse_args(argv)
     accums = [a == "fast" for a in args.accum]
-    build_many(specs(accums), progress=False)
+    build_many(specs(accums, args.promotion, args.configs), progress=False)
     if args.build_only:
         return 0
     import torch
@@ -67,7 +73,7 @@ def main(argv=None) -> int:
             for fast in accums:
                 base = [lambda fast=fast: torch._scaled_mm(x, w.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16,
                                                            use_fast_accum=fast)]
-                variants = [(spec, launch) for spec in specs([fast]) for launch in LAUNCHES]
+                variants = [(spec, launch) for spec in specs([fast], args.promotion, args.configs) for launch in LAUNCHES]
                 for i in range(0, len(variants), 3):
                     group = {"base": base}
                     for j, (spec, launch) in enumerate(variants[i:i + 3]):
@@ -77,7 +83,8 @@ def main(argv=None) -> int:
                     samples = time_samples(group, min_calls=10, reps=9)
                     over = paired_ratios(samples, "base")
                     for j, (spec, launch) in enumerate(variants[i:i + 3]):
-                        rows.append({"M": m, "layer": layer, "fast": fast, "config": spec.config.name,
+                        promo = f"_promo{spec.promotion}" if spec.promotion != 4 else ""
+                        rows.append({"M": m, "layer": layer, "fast": fast, "config": spec.config.name + promo,
                                      "launch": f"{launch.swizzle}/{launch.raster}", "vs_scaled_mm": 1 / over[str(j)],
                                      "us": statistics.median(samples[str(j)]) * 1e6})
     for fast in accums:

@@ -14,6 +14,7 @@ import fused_gemm
 import fused_gemm.quant.fp8  # noqa: F401  (registers the torch ops)
 from fused_gemm.generator import Epilogue, GemmSpec, QuantSpec, SpecError, TileConfig, render, spec_from_uri
 from fused_gemm.generator.gemm.heuristics import FP8_RULES, RULES
+from fused_gemm.generator.gemv import DecodeConfig
 from fused_gemm.generator.quant.presets import FP8_TEST_EPILOGUES
 
 FP8 = torch.float8_e4m3fn
@@ -35,6 +36,7 @@ def test_fp8_spec_defaults_to_a_16_bit_output():
     dict(epilogue="row_scale+col_scale", config=FP8_RULES[True][-1].config, fast_accum=True),
     dict(epilogue="a_scale+col_scale+bias+gelu_tanh+residual", out_dtype="fp16", residual_dtype="fp32", pdl=False),
     dict(epilogue="row_scale+b_scale", out_dtype="fp32", config=TileConfig((128, 64, 64), (1, 1, 1), "pingpong")),
+    dict(epilogue="row_scale+col_scale", config=FP8_RULES[False][-1].config, promotion=8),
 ])
 def test_fp8_uri_round_trips(kwargs):
     spec = GemmSpec("e4m3", **kwargs)
@@ -49,6 +51,9 @@ def test_fp8_uri_round_trips(kwargs):
     ({"out_dtype": "e4m3"}, "out_dtype"),
     ({"b_dtype": "e5m2"}, "no mainloop"),
     ({"fast_accum": True, "config": TileConfig((128, 128, 128), (1, 1, 1), "auto")}, "auto"),
+    ({"promotion": 6}, "promotion 6"),
+    ({"promotion": 8, "fast_accum": True, "config": TileConfig((128, 128, 128), (1, 1, 1), "cooperative")},
+     "without fast_accum"),
 ])
 def test_bad_fp8_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):
@@ -58,6 +63,18 @@ def test_bad_fp8_specs_raise(kwargs, fragment):
 def test_fast_accum_is_fp8_only():
     with pytest.raises(SpecError, match="fast_accum"):
         GemmSpec("bf16", fast_accum=True)
+    with pytest.raises(SpecError, match="promotion is an fp8 mainloop option"):
+        GemmSpec("bf16", promotion=8)
+    with pytest.raises(SpecError, match="the decode kernel has none"):
+        GemmSpec("bf16", config=DecodeConfig(16, 4, 1), promotion=8)
+
+
+def test_promotion_interval_reaches_the_mainloop_arguments():
+    """Only a non-default interval is rendered (the other kernels' sources and cache keys stay), into
+    the kernel's CUTLASS arguments."""
+    cfg = FP8_RULES[False][-1].config
+    assert "mma_promotion_interval = 16;" in render(GemmSpec("e4m3", config=cfg, promotion=16))
+    assert "mma_promotion_interval" not in render(GemmSpec("e4m3", config=cfg))
 
 
 @pytest.mark.parametrize("text", ["a_scale+b_scale", "row_scale+b_scale+bias", "a_scale+col_scale+relu+residual",

@@ -15,7 +15,7 @@ from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, 
                                   spec_from_uri)
 from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, config_for,
                                                  spec_for, sweep_configs, tile_k_for)
-from fused_gemm.generator.int4.presets import GATED_TEST_CASES
+from fused_gemm.generator.int4.presets import GATED_TEST_CASES, SMALL_BLOCK_DECODE_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
                                     pack_codes, quantize_int4, unpack_codes)
@@ -475,8 +475,9 @@ def test_group_sizes(symmetric, group, m):
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
     """The decode kernels (8 tokens, as int4_linear picks them, and the 16-token sweep alternative,
     run directly): K split across warps and a cluster of CTAs (summed through distributed shared
-    memory), slices that end inside a group, row groups past N, and a K of 64 n + 32 (with 64 codes
-    a lane per step, the last step is half a step)."""
+    memory), slices that end inside a group, row groups past N, and a K of 64 n + 32 (a whole number
+    of the shipped 32-long steps; it guards a build with kStep 4, where the last step is half a step).
+    The 1- and 2-block configs (ldmatrix .x1 / .x2) run directly, as the 16-token kernel does."""
     w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
@@ -488,7 +489,14 @@ def test_decode_kernel_splits_k(symmetric, n, k, group, m):
         op = jit.compile(Int4Spec("bf16", "s4" if symmetric else "u4", epilogue="bias+silu+residual",
                                   config=DecodeConfig(16)))
         got = op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out)
-    assert_close(got, weight_only_reference(x, w, bias, "silu", residual), WEIGHT_ONLY_TOL[torch.bfloat16])
+    ref = weight_only_reference(x, w, bias, "silu", residual)
+    assert_close(got, ref, WEIGHT_ONLY_TOL[torch.bfloat16])
+    for config in SMALL_BLOCK_DECODE_CONFIGS:
+        if m <= config.tokens:
+            op = jit.compile(Int4Spec("bf16", "s4" if symmetric else "u4", epilogue="bias+silu+residual", config=config))
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            assert_close(op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out), ref,
+                         WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 from .evt import THREAD_FUNCTORS, build_tree
-from .spec import DTYPES, GemmSpec
+from .spec import DTYPES, FP8_PROMOTION, GemmSpec
 
 ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
 
@@ -103,4 +103,6 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         extra_headers=[EVT_HEADERS[folder] for folder in spec.csrc_includes],
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
+        # Only a non-default interval is spelled out: the other kernels' sources (and cache keys) stay.
+        promotion=spec.promotion if spec.promotion != FP8_PROMOTION else None,
     )

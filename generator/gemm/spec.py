@@ -37,6 +37,9 @@ _DTYPE_ALIASES = {
 # new pairs, not a rewrite.
 OPERAND_PAIRS = (("bf16", "bf16"), ("fp16", "fp16"), ("e4m3", "e4m3"))
 FP8_TILE_K = (64, 128)   # the FP8 mainloop promotes every 4 wgmmas (K=32 each): a k-tile must divide 128
+FP8_MMA_K = 32           # K of one e4m3 wgmma
+FP8_PROMOTION = 4        # CUTLASS's default mma_promotion_interval: fp32 promotion every 128 of K
+FP8_PROMOTIONS = (4, 8, 16)
 OUTPUT_DTYPES = ("bf16", "fp16", "fp32")   # C (residual) and D
 ARCHES = ("sm90a",)                        # sm80 and sm100 get their own templates later
 PLANNED_ARCHES = ("sm80", "sm100a")
@@ -212,7 +215,9 @@ class GemmSpec:
     fp8 (e4m3 x e4m3): both operands K-major (b_layout 'nk'), output bf16 by default; ``fast_accum``
     picks CUTLASS's FP8FastAccum schedules (wgmma's own reduced-precision accumulation, never promoted
     to fp32: faster, less accurate at large K) over the default that adds the accumulators into fp32
-    every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default).
+    every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default);
+    ``promotion`` (that default's MMAs between two promotions, CUTLASS's mma_promotion_interval: 4 =
+    every 128 of K) promotes less often: each promotion first waits for every wgmma in flight.
     A ``DecodeConfig`` in place of the tile config names the family's decode kernel
     (csrc/fused_gemm/gemv/sm90_dense_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
     tokens, 16-bit operands and an [N, K] weight, with the same epilogue steps but per-tensor scales.
@@ -230,6 +235,7 @@ class GemmSpec:
     pdl: bool = True
     arch: str = "sm90a"
     fast_accum: bool = False                 # fp8 only: see above
+    promotion: int = FP8_PROMOTION           # fp8 without fast_accum only: see above
 
     def __post_init__(self):
         a = canonical_dtype(self.a_dtype)
@@ -265,8 +271,16 @@ class GemmSpec:
             if self.fast_accum and self.config.schedule == "auto":
                 raise SpecError("fast_accum names an FP8FastAccum kernel schedule: pick cooperative, pingpong "
                                 "or warpspecialized, not auto")
+            mmas = self.config.tile[2] // FP8_MMA_K   # wgmma instructions per k-tile
+            if self.promotion != FP8_PROMOTION and (self.fast_accum or self.promotion not in FP8_PROMOTIONS
+                                                    or self.promotion % mmas):
+                raise SpecError(f"promotion {self.promotion}: MMAs between fp32 promotions, one of {FP8_PROMOTIONS} "
+                                f"and a multiple of the {mmas} a k-tile issues, without fast_accum (which never "
+                                "promotes)")
         elif self.fast_accum:
             raise SpecError(f"fast_accum is an fp8 mainloop option; A={a} has none")
+        if self.promotion != FP8_PROMOTION and a != "e4m3":
+            raise SpecError(f"promotion is an fp8 mainloop option; A={a} has none")
 
     def _check_decode(self) -> None:
         if DTYPES[self.a_dtype][1] != 16:
@@ -279,8 +293,8 @@ class GemmSpec:
         if self.epilogue.a_scale or self.epilogue.b_scale:
             raise SpecError(f"epilogue {self.epilogue.name!r}: the decode kernel takes row_scale/col_scale vectors, "
                             "not per-tensor scales (fold one into alpha)")
-        if self.fast_accum:
-            raise SpecError("fast_accum is an fp8 mainloop option; the decode kernel has none")
+        if self.fast_accum or self.promotion != FP8_PROMOTION:
+            raise SpecError("fast_accum and promotion are fp8 mainloop options; the decode kernel has none")
 
     @property
     def decode(self) -> bool:
@@ -303,14 +317,16 @@ class GemmSpec:
         ep = self.epilogue.name.replace("+", "-")
         pdl = "" if self.pdl else "_nopdl"
         fast = "_fastacc" if self.fast_accum else ""
-        return f"gemm_{self.arch}_{dts}_w-{self.b_layout}_{self.config.name}{pdl}{fast}_ep-{ep}"
+        promo = f"_promo{self.promotion}" if self.promotion != FP8_PROMOTION else ""
+        return f"gemm_{self.arch}_{dts}_w-{self.b_layout}_{self.config.name}{pdl}{fast}{promo}_ep-{ep}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "GemmSpec":
         return uri_parse(cls, _URI, uri, "a GEMM", lambda g: cls(
             g["a"], g["b"], g["d"], g["c"], g["bias"], g["layout"], Epilogue.parse(g["ep"].replace("-", "+")),
             DecodeConfig.from_name(g["decode"]) if g["decode"] else TileConfig.from_uri_groups(g),
-            pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"])))
+            pdl=not g["nopdl"], arch=g["arch"], fast_accum=bool(g["fastacc"]),
+            promotion=int(g["promo"]) if g["promo"] else FP8_PROMOTION))
 
     def with_config(self, config: Union[TileConfig, DecodeConfig]) -> "GemmSpec":
         return replace(self, config=config)
@@ -324,4 +340,4 @@ _CONFIG_NAME = re.compile(TILE_URI[1:] + r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_sw
 _URI = re.compile(
     rf"^gemm_(?P<arch>sm\d+a?)_a-(?P<a>{_DT})_b-(?P<b>{_DT})_d-(?P<d>{_DT})(?:_c-(?P<c>{_DT}))?"
     rf"(?:_bias-(?P<bias>{_DT}))?_w-(?P<layout>nk|kn)(?:_(?P<decode>{DECODE_URI})|{TILE_URI}"
-    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?)(?P<nopdl>_nopdl)?(?P<fastacc>_fastacc)?_ep-(?P<ep>[a-z_-]+)$")
+    r"(?:_e(?P<etile>\d+x\d+))?(?P<swap>_swapab)?)(?P<nopdl>_nopdl)?(?P<fastacc>_fastacc)?(?:_promo(?P<promo>\d+))?_ep-(?P<ep>[a-z_-]+)$")

@@ -17,6 +17,8 @@ from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
 DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
+# ... which also run these directly: the shapes whose codes come through ldmatrix .x1 and .x2
+SMALL_BLOCK_DECODE_CONFIGS = (DecodeConfig(8, 4, 1), DecodeConfig(16, 2, 2))
 # fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
 FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
@@ -60,7 +62,8 @@ def _gpu_tests() -> List[Int4Spec]:
         for group in TEST_GROUPS:
             specs += int4_specs("bf16", weight, "none", group)
         specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
-        specs.append(Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=DecodeConfig(16)))
+        specs += [Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=c)
+                  for c in (DecodeConfig(16),) + SMALL_BLOCK_DECODE_CONFIGS]
     specs += [Int4Spec(dtype, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for dtype in ("bf16", "fp16")]
     return specs
 

@@ -19,7 +19,8 @@
 //     A gives in the accumulators' own layout.
 //   * Each warp streams its slice through shared memory with cp.async, kStages steps in flight (the
 //     codes, x's rows and, at a group's end, the group's scales), so the bytes in flight do not
-//     cost registers; it reads the codes back as conflict-free 32-bit words.
+//     cost registers; it reads a k-block's codes back with ldmatrix (a word of up to 4 blocks per
+//     instruction: a 16-row block is one contiguous 8x8 matrix of 16-bit pairs).
 //   * With PDL, L2 bulk prefetches of each warp's first k-blocks go out before the previous kernel
 //     has finished; every copy into shared memory comes after griddepcontrol.wait.
 #pragma once
@@ -92,8 +93,8 @@ CUTLASS_DEVICE void copy16(uint32_t to, void const *src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
-// ldmatrix of kCount 8x8 16-bit matrices, non-transposed: lane t gets 32-bit word t of each (rows 16
-// bytes apart from the addresses of lanes 0..8 kCount - 1).
+// ldmatrix of kCount 8x8 16-bit matrices, non-transposed: r[i] of lane t is word t % 4 of the row
+// lane 8 i + t / 4 addresses, i.e. word t of matrix i when its rows are contiguous 16-byte pieces.
 template <int kCount>
 CUTLASS_DEVICE void ldmatrix(uint32_t (&r)[kCount], uint32_t addr) {
   static_assert(kCount == 1 || kCount == 2 || kCount == 4);
@@ -135,11 +136,12 @@ struct Int4Decode {
   static constexpr int kTiles = Split::kTiles;
   // k-blocks (16 along K) per pipeline step.  Groups are multiples of 16 kStep (or all of K), so a
   // group ends only at the end of a step; K is a multiple of 32, so with kStep 4 the last step of K
-  // may be half a step.  kStep 4 with 3 stages (fewer instructions per code: the copies and the
-  // loop over 64 codes a lane) ran 28672 x 4096 8% slower on an H100 than 2 with 4: 69 KB of
-  // shared memory a CTA leaves room for 3 CTAs an SM, and 448 CTAs then take 1.13 waves.
+  // may be half a step.  kStep 4 (64 along K a step) with 3 stages (fewer instructions per code:
+  // the copies and the loop over twice the codes) ran 28672 x 4096 8% slower on an H100 than 2 with
+  // 4: 69 KB of shared memory a CTA leaves room for 3 CTAs an SM, and 448 CTAs then take 1.13 waves.
   static constexpr int kStep = 2;
   static constexpr int kHalfPieces = kStep / 2 * kTokens * 2;   // x's 16-byte pieces of half a step
+  static constexpr bool kFullSteps = kStep == 2;                 // K is a multiple of 32: never a half step
   // Steps in flight per warp (cp.async groups).  Six ran 10% slower than four on an H100 at 28672 x
   // 4096: the shared memory they take halves the CTAs resident per SM.
   static constexpr int kStages = 4;
@@ -194,7 +196,8 @@ struct Int4Decode {
 
   // A warp's copies for one step: 16-byte pieces spread over its lanes.  A lane's destinations are
   // fixed offsets from the stage's shared-window address, worked out once: a step's copies cost
-  // their cp.async instructions and pointer increments, not address arithmetic.
+  // their cp.async instructions, predicates and pointer increments, not the shared addresses (about
+  // 55 instructions a step for t8_w4_b8, from 101).
   struct Copier {
     uint32_t const *w;           // this lane's first piece of the CTA's rows, at the next k-block to copy
     int64_t kblock_words;
@@ -242,7 +245,7 @@ struct Int4Decode {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r * 32 < kStep * kTokens * 2; ++r) {   // 2 pieces per token and k-block
         if (lane + 32 * r < kStep * kTokens * 2) {
-          bool const valid = 32 * r < kHalfPieces || full;   // pieces of the second half: r >= kHalfPieces / 32
+          bool const valid = lane + 32 * r < kHalfPieces || full;   // piece lane + 32 r of the second half?
           int4_decode::copy16(w_to + kXTo + stage_offset + 512 * r, x + (valid ? 16 * r * (32 / (2 * kTokens)) : 0),
                               x_valid && valid);
         }
@@ -305,7 +308,7 @@ struct Int4Decode {
       int const kb = kb_begin + s * kStep;
       if (kb < kb_end) {
         bool const ends = issued.ends_with(kb);
-        copier.issue(s * uint32_t(sizeof(Stage)), ends, issued.row, kb + kStep <= kb_end);
+        copier.issue(s * uint32_t(sizeof(Stage)), ends, issued.row, kFullSteps || kb + kStep <= kb_end);
         if (ends) issued.advance();
       }
       asm volatile("cp.async.commit_group;" ::: "memory");     // empty groups keep the count uniform
@@ -337,7 +340,7 @@ struct Int4Decode {
         int const ahead = kb + (kStages - 1) * kStep;
         if (ahead < kb_end) {
           bool const ends = issued.ends_with(ahead);
-          copier.issue(refill, ends, issued.row, ahead + kStep <= kb_end);
+          copier.issue(refill, ends, issued.row, kFullSteps || ahead + kStep <= kb_end);
           if (ends) issued.advance();
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -416,7 +419,7 @@ struct Int4Decode {
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
             CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8; two FFMAs each
+            for (int i = 0; i < 4; ++i) {   // values 0, 1: row n; 2, 3: row n + 8; fmaf: 2 FFMAs, not FMUL+FFMA+FADD
               acc[b][t][i] = fmaf(shift[i / 2], x_sum[t][i], fmaf(scale[i / 2], group_acc[b][t][i], acc[b][t][i]));
               group_acc[b][t][i] = 0.f;
             }
@@ -432,7 +435,7 @@ struct Int4Decode {
       at = at == kLastStage ? 0 : at + kStageBytes;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncwarp();   // every lane is done with the stages before they are refilled
+    __syncwarp();   // every lane is done with the stages: a later stream() may refill them
   }
 
   static __device__ void run(Int4DecodeParams const &p, SharedStorage &smem) {
@@ -538,7 +541,8 @@ struct Int4DecodeLauncher {
     // About two CTAs per SM, each warp with at least two steps of K.  On an H100, fewer and larger
     // CTAs (all resident at once) ran 4096-row weights 1.5x slower; 16-token kernels with 8 warps fit
     // one CTA per SM and run in waves.  A launch's splits overrides it (perf/int4_decode_launch.py).
-    int const splits = gemv::choose_splits<true>(2 * Setup::sms(p.device), row_groups, d.k / (16 * Decode::kStep),
+    int const steps = (d.k / 16 + Decode::kStep - 1) / Decode::kStep;   // as the kernel counts them
+    int const splits = gemv::choose_splits<true>(2 * Setup::sms(p.device), row_groups, steps,
                                                  Decode::kWarps, 2, int(p.splits));
     return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "int4 decode");
