@@ -156,7 +156,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         spec = GemmSpec("e4m3", "e4m3", out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config,
-                        fast_accum=fast)
+                        fast_accum=fast, promotion=rule.promotion)
     except SpecError as exc:
         raise TypeError(str(exc)) from None
     hit = (jit.compile(spec), rule.launch)

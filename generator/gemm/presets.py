@@ -35,7 +35,7 @@ def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf
     """The kernels ``fused_gemm.fp8_linear`` uses for this epilogue, one per M bucket of FP8_RULES."""
     ep = Epilogue.parse(epilogue)
     return [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
-                     epilogue=ep, config=rule.config, fast_accum=fast_accum, arch=arch)
+                     epilogue=ep, config=rule.config, fast_accum=fast_accum, promotion=rule.promotion, arch=arch)
             for rule in FP8_RULES[fast_accum]]
 
 
