@@ -23,10 +23,13 @@ HQ, HKV, D = 32, 8, 128
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--splits", type=int, nargs="+", default=[0, 16, 32, 48, 64, 96, 128])
+    ap.add_argument("--splits", type=int, nargs="+", default=[0, 16, 32, 48, 64],
+                    help="key ranges a sequence, 2 to 64 (LaunchOptions.splits); 0 = the heuristic's count")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--length", type=int, default=32768)
     args = ap.parse_args(argv)
+    if any(s == 1 or not 0 <= s <= 64 for s in args.splits):
+        ap.error("--splits takes 0 (the heuristic) or 2 to 64: a launch's splits 1 leaves the choice to the heuristic")
     require_gpu("decode_splits")
     warm_gpu()
     bandwidth = copy_bandwidth()

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from fused_gemm.generator import GemmSpec, LaunchOptions as L, TileConfig, build_many
-from fused_gemm.generator.gemm.spec import Epilogue
+from fused_gemm.generator.gemm.spec import FP8_PROMOTION, Epilogue
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 # Without fast accumulation each consumer warpgroup keeps two copies of its accumulators (wgmma's and
@@ -37,12 +37,12 @@ LAUNCHES = [L(), L(swizzle=4), L(swizzle=8, raster="along_m")]
 EPILOGUE = Epilogue(row_scale=True, col_scale=True)
 
 
-def specs(accums, promotions=(4,), names=None):
+def specs(accums, promotions=(FP8_PROMOTION,), names=None):
     """Each accumulation's configs (those named, if any); without fast accumulation, at each of the
-    fp32 promotion intervals (wgmmas between promotions; 4 is CUTLASS's default)."""
+    fp32 promotion intervals (wgmmas between promotions)."""
     return [GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=EPILOGUE, config=c, fast_accum=fast, promotion=p)
             for fast in accums for c in CONFIGS[fast] if not names or c.name in names
-            for p in ((4,) if fast else promotions)]
+            for p in ((FP8_PROMOTION,) if fast else promotions)]
 
 
 def main(argv=None) -> int:
@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--m", type=int, nargs="*", default=[4096])
     ap.add_argument("--accum", nargs="*", choices=("precise", "fast"), default=["precise", "fast"])
-    ap.add_argument("--promotion", type=int, nargs="*", default=[4], help="precise: wgmmas between fp32 promotions")
+    ap.add_argument("--promotion", type=int, nargs="*", default=[FP8_PROMOTION],
+                    help="precise: wgmmas between fp32 promotions")
     ap.add_argument("--configs", nargs="*", help="tile config names (default: every candidate)")
     args = ap.parse_args(argv)
     accums = [a == "fast" for a in args.accum]
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
                     samples = time_samples(group, min_calls=10, reps=9)
                     over = paired_ratios(samples, "base")
                     for j, (spec, launch) in enumerate(variants[i:i + 3]):
-                        promo = f"_promo{spec.promotion}" if spec.promotion != 4 else ""
+                        promo = f"_promo{spec.promotion}" if spec.promotion != FP8_PROMOTION else ""
                         rows.append({"M": m, "layer": layer, "fast": fast, "config": spec.config.name + promo,
                                      "launch": f"{launch.swizzle}/{launch.raster}", "vs_scaled_mm": 1 / over[str(j)],
                                      "us": statistics.median(samples[str(j)]) * 1e6})

@@ -68,14 +68,14 @@ def test_one_long_sequence_splits_and_mqa_and_d256():
 
 def test_forced_key_splits():
     """launch=LaunchOptions(splits=n) on the op: n key ranges a sequence, merged by LSE, whatever the
-    heuristic would pick (here one range: 64 groups of short sequences); other options are refused."""
+    heuristic would pick (here one range: 128 groups of short sequences); other options are refused."""
     from fused_gemm.decode.api import select
     from fused_gemm.generator import LaunchOptions
     lengths = [1, 300, 1000, 2048] * 4
     q, k, v, seqlens = problem(lengths, 2048, 32, 8, 128)
     op = select(q)
     ref = reference(q, k, v, lengths, 1 / math.sqrt(128))[0]
-    for n in (1, 3, 7):
+    for n in (2, 3, 7):
         check(op(q, k, v, seqlens, launch=LaunchOptions(splits=n))[0], ref, torch.bfloat16)
     with pytest.raises(ValueError, match="takes launch.splits only"):
         op(q, k, v, seqlens, launch=LaunchOptions(swizzle=2))

@@ -53,7 +53,8 @@ def test_fp8_uri_round_trips(kwargs):
     ({"fast_accum": True, "config": TileConfig((128, 128, 128), (1, 1, 1), "auto")}, "auto"),
     ({"promotion": 6}, "promotion 6"),
     ({"promotion": 8, "fast_accum": True, "config": TileConfig((128, 128, 128), (1, 1, 1), "cooperative")},
-     "without fast_accum"),
+     "fast_accum never promotes"),
+    ({"promotion": 8.0}, "an int"),
 ])
 def test_bad_fp8_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):
@@ -130,7 +131,8 @@ def test_fp8_table_is_valid_and_decodes_like_the_16_bit_table():
         decode = [r for r in RULES["sm90a"] if r.config.swap_ab]
         assert [(r.max_m, r.config) for r in rules[:len(decode)]] == [(r.max_m, r.config) for r in decode]
         for rule in rules:
-            GemmSpec("e4m3", epilogue="row_scale+col_scale", config=rule.config, fast_accum=fast)
+            GemmSpec("e4m3", epilogue="row_scale+col_scale", config=rule.config, fast_accum=fast,
+                     promotion=rule.promotion)
         assert rules[0].config.swap_ab and rules[0].launch.pdl
 
 

@@ -11,7 +11,7 @@ import torch
 
 from .. import checks
 from ..checks import INT32_LIMIT
-from ..generator import DEFAULT_LAUNCH
+from ..generator import DEFAULT_LAUNCH, LaunchOptions
 from ..generator.decode import PROBLEM, DecodeSpec
 from ..generator.decode.heuristics import splits as pick_splits
 from ..kernel_op import TORCH_DTYPES, KernelOp, raw_stream
@@ -96,11 +96,12 @@ class DecodeOp(KernelOp):
             if int(lo) < 0 or int(hi) > S:
                 raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
                                  f"0..S_max = {S} (inside a CUDA graph they are clamped instead)")
-        if launch is not None:
-            launch = self.checked_launch(launch)
+        if launch is not None:   # PDL is not a launch option here: it follows DecodeSpec.pdl (unsplit launches)
+            if type(launch) is not LaunchOptions:
+                raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
             if launch.abi[1:] != DEFAULT_LAUNCH.abi[1:]:
                 raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.splits only (key ranges a "
-                                 "sequence; 1 lets the heuristic choose)")
+                                 "sequence, 2 to 64; 1 lets the heuristic choose)")
         checks.refuse_grad("decode_attention", q, k_cache, v_cache)
         q_strides = checks.head_dim_last("q", q4, self._size)[:3]                  # (batch, token, head)
         k_strides = checks.head_dim_last("k_cache", k_cache, self._size)[:3]

@@ -192,7 +192,8 @@ def fp8_linear(x: Tensor, weight: Tensor, x_scale: Tensor, w_scale: Tensor, bias
     (M = x.numel() // K values, e.g. quantize_fp8's [...] or [M, 1]); w_scale: fp32, one value or one
     per output channel ([N] or [N, 1]); bias: [N] (default dtype: the output's); residual: [..., N]
     (may be ``out``).  Output: out_dtype (or out.dtype), bf16 by default, fp16 or fp32.  fp32
-    accumulation, added up every 128 of K; ``use_fast_accum=True`` leaves it to the tensor cores
+    accumulation, the tensor cores' sums added into fp32 every 128 of K at decode sizes and every 256
+    in prefill (generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
     (faster, less accurate at large K: torch._scaled_mm's flag of the same name).
     """
     args = (x, weight, x_scale, w_scale, bias, activation, residual)

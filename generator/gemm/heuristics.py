@@ -66,8 +66,9 @@ def pick(arch: str, m: int) -> Rule:
 #     (2x1: 0.87 / 0.83 / 0.85; pingpong 64x128: <= 0.68);
 #   fast, pingpong 128x128x128 2x1: 0.95 at M = 1024; 1x2, swizzle 8 along M: 0.97 / 0.96 at 4096 / 16384.
 # Precise prefill promotes every 8 wgmmas (256 of K), not CUTLASS's 4: each promotion waits for every
-# wgmma in flight.  The same sweep (--promotion 4 8 16, perf/results/h100_sweep_fp8_promotion.txt):
-# 1.00 / 0.95 / 0.96 for the row's kernel (16: 1.01 / 0.95 / 0.97); perf/fp8_promotion_error.py at M =
+# wgmma in flight.  The same sweep (--promotion 4 8 16, perf/results/h100_sweep_fp8_promotion.txt), the
+# row's kernel and launch in one run: 1.00 / 0.95 / 0.96 against 0.96 / 0.86 / 0.88 promoting every 4
+# (every 16: 1.01 / 0.95 / 0.97); perf/fp8_promotion_error.py at M =
 # 4096: 1.67e-3 relative error against float64 (4: 1.66e-3; _scaled_mm fast accumulation 2.1-3.3e-3),
 # 7.8e-4 from _scaled_mm's precise result (4: 1.3e-5; 16: 1.1e-3).
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)

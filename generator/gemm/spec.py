@@ -36,7 +36,7 @@ _DTYPE_ALIASES = {
 # W8A8: CUTLASS's FP8 mainloop) and int4 weights (bf16 x s4/u4, dequantised in the mainloop) slot in as
 # new pairs, not a rewrite.
 OPERAND_PAIRS = (("bf16", "bf16"), ("fp16", "fp16"), ("e4m3", "e4m3"))
-FP8_TILE_K = (64, 128)   # the FP8 mainloop promotes every 4 wgmmas (K=32 each): a k-tile must divide 128
+FP8_TILE_K = (64, 128)   # a k-tile must divide 128: the default promotion (every 4 wgmmas of K = 32)
 FP8_MMA_K = 32           # K of one e4m3 wgmma
 FP8_PROMOTION = 4        # CUTLASS's default mma_promotion_interval: fp32 promotion every 128 of K
 FP8_PROMOTIONS = (4, 8, 16)
@@ -272,11 +272,12 @@ class GemmSpec:
                 raise SpecError("fast_accum names an FP8FastAccum kernel schedule: pick cooperative, pingpong "
                                 "or warpspecialized, not auto")
             mmas = self.config.tile[2] // FP8_MMA_K   # wgmma instructions per k-tile
-            if self.promotion != FP8_PROMOTION and (self.fast_accum or self.promotion not in FP8_PROMOTIONS
-                                                    or self.promotion % mmas):
-                raise SpecError(f"promotion {self.promotion}: MMAs between fp32 promotions, one of {FP8_PROMOTIONS} "
-                                f"and a multiple of the {mmas} a k-tile issues, without fast_accum (which never "
-                                "promotes)")
+            if self.promotion != FP8_PROMOTION and self.fast_accum:
+                raise SpecError(f"promotion {self.promotion}: fast_accum never promotes to fp32; leave promotion "
+                                f"at {FP8_PROMOTION}")
+            if type(self.promotion) is not int or self.promotion not in FP8_PROMOTIONS or self.promotion % mmas:
+                raise SpecError(f"promotion {self.promotion!r}: wgmmas between fp32 promotions, an int in "
+                                f"{FP8_PROMOTIONS} and a multiple of the {mmas} a k-tile issues")
         elif self.fast_accum:
             raise SpecError(f"fast_accum is an fp8 mainloop option; A={a} has none")
         if self.promotion != FP8_PROMOTION and a != "e4m3":
