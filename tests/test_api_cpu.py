@@ -51,6 +51,8 @@ def test_split_count_aims_for_one_cta_an_sm_at_head_dim_128():
     from fused_gemm.generator.decode.heuristics import splits
     assert [splits(b * 8, 32768, 128, 132) for b in (1, 2, 4, 8, 32)] == [16, 8, 4, 2, 1]
     assert [splits(b * 8, 1024, 128, 132) for b in (1, 2, 4)] == [8, 8, 4]   # 128 keys a split at the least
+    assert [splits(b * 8, 512, 128, 132) for b in (1, 8)] == [4, 2]
+    assert splits(8, 256, 128, 132) == 1 and splits(8, 1024, 64, 132) == 2     # whole; other head dims: 512
 
 
 def test_decode_attention_spec_names_its_pdl_build():

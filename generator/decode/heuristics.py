@@ -19,12 +19,15 @@ WAVE_FILL = 0.96
 # The shortest split, in keys: shorter ones cost more to merge than they bring.  At D = 128 short caches
 # with few groups split down to 128: on an H100 at 1k keys B = 1 / 2 / 4 (8 kv heads) ran 7.9 / 8.6 /
 # 9.5 us with 8 / 8 / 4 splits against 12.5 / 12.5 / 12.6 with the 2 that 512 allowed, and at 4k B = 1
-# 10.8 us with 16 against 13.0 with 8 (perf/results/h100_decode_splits.txt).  Other head dims keep 512
-# (not measured); and no cache splits more ways than 512 keys a split or 16 would give, so long caches
-# (measured at 512: one 32k sequence, MQA) and caches of 512 keys or fewer keep their counts.
+# 10.8 us with 16 against 13.0 with 8; at 512 keys B = 1 / 2 / 4 7.5 / 7.6 / 8.1 us with 4 against 9.3
+# unsplit, B = 8 a tie; at 256 keys splitting lost at every B up to 8, so those stay whole
+# (perf/results/h100_decode_splits.txt).  Other head dims keep 512 (not measured); and no cache splits
+# more ways than 512 keys a split or 16 would give, so long caches (measured at 512: one 32k sequence,
+# MQA) keep their counts.
 MIN_KEYS = {128: 128}
 MIN_KEYS_DEFAULT = 512
 SHORT_SPLITS = 16
+UNSPLIT_KEYS = 256
 
 
 def pick(dtype: str, head_dim: int, arch: str = "sm90a") -> DecodeSpec:
@@ -35,7 +38,7 @@ def splits(groups: int, max_len: int, head_dim: int, sm_count: int) -> int:
     slots = sm_count * SPLIT_SLOTS_PER_SM.get(head_dim, 1)
     by_default = -(-max_len // MIN_KEYS_DEFAULT)
     most = max(1, -(-max_len // MIN_KEYS.get(head_dim, MIN_KEYS_DEFAULT)))
-    if max_len <= MIN_KEYS_DEFAULT:
+    if max_len <= UNSPLIT_KEYS:
         most = 1
     most = min(most, max(by_default, SHORT_SPLITS))
     for n in range(1, most + 1):
