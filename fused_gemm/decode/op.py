@@ -97,11 +97,10 @@ class DecodeOp(KernelOp):
                 raise ValueError(f"cache_seqlens hold values in [{int(lo)}, {int(hi)}], outside the caches' "
                                  f"0..S_max = {S} (inside a CUDA graph they are clamped instead)")
         if launch is not None:   # PDL is not a launch option here: it follows DecodeSpec.pdl (unsplit launches)
-            if type(launch) is not LaunchOptions:
-                raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
-            if launch.abi[1:] != DEFAULT_LAUNCH.abi[1:]:
+            if type(launch) is LaunchOptions and launch.abi[1:] != DEFAULT_LAUNCH.abi[1:]:
                 raise ValueError(f"launch {launch}: {self.spec.uri} takes launch.splits only (key ranges a "
                                  "sequence, 2 to 64; 1 lets the heuristic choose)")
+            launch = self.checked_launch(launch)   # its type (pdl is refused above)
         checks.refuse_grad("decode_attention", q, k_cache, v_cache)
         q_strides = checks.head_dim_last("q", q4, self._size)[:3]                  # (batch, token, head)
         k_strides = checks.head_dim_last("k_cache", k_cache, self._size)[:3]
