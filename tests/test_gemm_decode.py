@@ -166,6 +166,40 @@ def test_pdl_after_a_producer_kernel_and_refused_without_grid_dependency_control
 
 
 @gpu
+@pytest.mark.parametrize("n", [6144, 4096, 3 * 6144], ids=["full-grid", "part-grid", "waves"])
+def test_chain_in_a_graph_waits_for_each_input(n):
+    """Each decode GEMM reads the one before's output, back to back in a CUDA graph with PDL.  A grid
+    that fills the GPU (6144 rows on an H100/H200) lets the next kernel launch at its start; the
+    others let it launch once their loads are issued: either way each waits for its input."""
+    op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias", config=DECODE_TEST_CONFIG))
+    launch = LaunchOptions(pdl=True)
+    layers = [(torch.randn(n, n, dtype=torch.bfloat16, device="cuda") / math.sqrt(n),
+               torch.randn(n, dtype=torch.bfloat16, device="cuda") * 0.1) for _ in range(4)]
+    x = torch.randn(2, n, dtype=torch.bfloat16, device="cuda")
+    outs = [torch.empty(2, n, dtype=torch.bfloat16, device="cuda") for _ in layers]
+
+    def chain():
+        h = x
+        for (w, b), out in zip(layers, outs):
+            h = op(h, w, b, out=out, launch=launch)
+
+    chain()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        for out in outs:
+            out.fill_(float("nan"))
+        graph.replay()
+        h = x
+        for (w, b), out in zip(layers, outs):   # each layer against float64 of the output it was given
+            assert_close(out, h.double() @ w.double().T + b.double(), torch.bfloat16)
+            h = out
+
+
+@gpu
 def test_cuda_graph_capture_and_replay():
     ep = Epilogue.parse("bias+silu")
     op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=DECODE_TEST_CONFIG))

@@ -16,10 +16,10 @@
 //     buffered): with several CTAs per SM that is tens of KB per SM in flight, what HBM's latency
 //     times its bandwidth asks for.
 //   * With PDL, L2 bulk prefetches of each warp's first chunks go out before the previous kernel
-//     has finished, and the next kernel may start once this one's loads are issued: launch gap, ramp
-//     and tail overlap the neighbours' streaming.  Every load into registers comes after
-//     griddepcontrol.wait (L2 is the point of coherence: a prefetch cannot make a load see stale
-//     bytes, even of a weight the previous kernel wrote).
+//     has finished: launch gap, ramp and tail overlap the neighbours' streaming.  Every load into
+//     registers comes after griddepcontrol.wait (L2 is the point of coherence: a prefetch cannot make
+//     a load see stale bytes, even of a weight the previous kernel wrote).  When the next kernel may
+//     start, and how far ahead to prefetch, is the launcher's choice per grid (DecodeOverlap).
 //   * gemv::SplitK sums the warps' and the cluster's partials; the epilogue is a scalar
 //     act(alpha * row_scale[m] * col_scale[n] * sum + bias[n]) + beta * C[m, n] per output.
 #pragma once
@@ -48,6 +48,27 @@ struct DenseDecodeParams {
   int64_t ldx, ldw, ldc, ldd;
   int m, n, k;
   float alpha, beta;
+  int ahead;                // chunks per row each warp prefetches to L2 before griddepcontrol.wait
+  int early;                // launch_dependents at the start (else once every load is issued)
+};
+
+// How a launch overlaps its neighbours in a stream (PDL), by how full its grid keeps the GPU.  A grid
+// that fills (nearly) every CTA slot, or runs in waves, lets the next kernel launch at once: its CTAs
+// then take the slots as this one's free them, with no launch latency between, and a short prefetch
+// leaves L2 to the streaming.  A grid with free slots lets it launch only once every load is issued:
+// started at once, the next kernel's CTAs would sit in the free slots and prefetch into this one's
+// stream.  bf16 t16 w4 b1 in CUDA graphs (perf/decode_overlap.py, H100 / H200, us at M = 1):
+//   6144 x 4096, 384 CTAs of 396 slots: 19.6 -> 17.0 / 15.3 -> 13.2 (prefetch 4; 2: 17.6 / 13.6)
+//   28672 x 4096, 4.5 waves: 85.0 -> 79.7 / 67.8 -> 61.9 (prefetch 2; 4: 81.6 / 63.5)
+//   4096 x 4096, 256 CTAs: 13.9 / 12.0, and 0.3-1.2 us slower launching the next at once.
+struct DecodeOverlap {
+  int ahead;
+  bool early;
+  static DecodeOverlap for_grid(int ctas, int resident) {
+    if (ctas > resident) return {2, true};
+    if (int64_t(ctas) * 10 >= int64_t(resident) * 9) return {4, true};
+    return {8, false};
+  }
 };
 
 namespace dense_decode {
@@ -107,7 +128,6 @@ struct DenseDecode {
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
   // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM.
   static constexpr int kUnroll = kBlocks >= 2 ? 1 : 2;
-  static constexpr int kAhead = 8;                        // chunks per row prefetched to L2 before the wait
   static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
 
   struct SharedStorage {
@@ -211,12 +231,13 @@ struct DenseDecode {
     // first chunks of each.
     if (begin < end) {
       int const k0 = begin * kChunk;
-      int const k1 = min(min(end, begin + kAhead) * kChunk, p.k);
+      int const k1 = min(min(end, begin + p.ahead) * kChunk, p.k);
       for (int r = lane_id; r < kRows; r += 32) {
         Element const *at = static_cast<Element const *>(p.w) + min(row0 + r, p.n - 1) * p.ldw + k0;
         gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
       }
     }
+    if (p.early) gemv::allow_next_grid();
     // X may be the previous kernel's output: every load of it (ld.global.nc, which assumes the data
     // does not change while the kernel runs) stays after this wait.
     gemv::wait_for_previous_grid();
@@ -237,7 +258,7 @@ struct DenseDecode {
       for (int u = 0; u < kUnroll; ++u) compute(acc, s1[u]);
     }
     // Every load is issued: the next kernel may start (and prefetch) during the reduction.
-    gemv::allow_next_grid();
+    if (!p.early) gemv::allow_next_grid();
 
     Split::finish(acc, smem.partial, smem.inbox, p.m, [&](int first, int last, auto const &sum) {
       for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
@@ -297,8 +318,11 @@ struct DenseDecodeLauncher {
     int const chunks = int((p.k + Decode::kChunk - 1) / Decode::kChunk);
     // One wave: as many K-slices as keep every CTA resident at once (equal CTAs in more than one wave
     // leave the last wave's SMs streaming alone).  A launch's splits overrides it (the tuner tries some).
-    int const splits = gemv::choose_splits<false>(Setup::resident(p.device), row_groups, chunks, Decode::kWarps,
-                                                  Decode::kMinChunks, p.splits);
+    int const resident = Setup::resident(p.device);
+    int const splits = gemv::choose_splits<false>(resident, row_groups, chunks, Decode::kWarps, Decode::kMinChunks,
+                                                  p.splits);
+    DecodeOverlap const overlap = DecodeOverlap::for_grid(splits * row_groups, resident);
+    d.ahead = overlap.ahead, d.early = overlap.early;
     return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "dense decode");
   }
