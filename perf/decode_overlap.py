@@ -4,6 +4,10 @@ the L2: how a kernel change moves the decode floor ratio (issue 9: <= 1.2x weigh
 bandwidth), most of which at 4096 x 4096 is a fixed ~3 us a call spent at the kernel boundary.
 
     python perf/decode_overlap.py --variants DIR [--uri URI] [--shapes NxK ...] [--m 1 16]
+    python perf/decode_overlap.py --variants DIR --uri decode_sm90a_bf16_d128_s3 [--shapes BxS ...]
+
+With a decode-attention URI the builds run fused_gemm.decode_attention's problem (Hq 32, Hkv 8, the
+shapes B x cache length) against the op as shipped and SDPA.
 
 DIR holds one folder per build, DIR/<name>/lib.so: the cache entry's kernel.cu compiled with the nvcc
 line at the top of its build.log, once per edit of the kernel (DecodeOverlap's choices were measured so:
@@ -68,6 +72,31 @@ def rows_for(n, k, m, ops, bandwidth):
     return out
 
 
+def attention_rows(b, length, ops, bandwidth):
+    hq, hkv, d = 32, 8, ops[next(iter(ops))].spec.head_dim
+    q = torch.randn(b, hq, d, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, length, hkv, d, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, length, hkv, d, dtype=torch.bfloat16, device="cuda")
+    seqlens = torch.full((b,), length, dtype=torch.int32, device="cuda")
+    kt, vt = k.transpose(1, 2), v.transpose(1, 2)
+    ref = F.scaled_dot_product_attention(q[:, :, None].double(), kt.double(), vt.double(), enable_gqa=True)[:, :, 0]
+    variants = {
+        "shipped": [lambda: fused_gemm.decode_attention(q, k, v, seqlens, check_lengths=False)],
+        "sdpa": [lambda: F.scaled_dot_product_attention(q[:, :, None], kt, vt, enable_gqa=True)],
+    }
+    errors = {}
+    for name, op in ops.items():
+        o = op(q, k, v, seqlens)
+        o = o[0] if isinstance(o, tuple) else o   # the raw op gives (o, lse)
+        errors[name] = float((o.double() - ref).norm() / ref.norm())
+        variants[name] = [lambda op=op: op(q, k, v, seqlens, check_lengths=False)]
+    samples = time_samples(variants, graph=True, reps=15, min_calls=20)
+    over = paired_ratios(samples, "sdpa")
+    floor = 2 * b * length * hkv * d * 2 / bandwidth
+    return [(b, length, 0, name, statistics.median(ts) * 1e6, statistics.median(ts) / floor, 1 / over[name],
+             errors.get(name, float("nan"))) for name, ts in samples.items()]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", required=True, type=Path)
@@ -80,14 +109,19 @@ def main(argv=None) -> int:
     bandwidth = copy_bandwidth()
     warm_gpu()
     rows = []
+    attention = args.uri.startswith("decode_")
     with torch.no_grad():
-        for shape in args.shapes:
+        for shape in (args.shapes if args.shapes != list(SHAPES) or not attention else ["32x1024", "32x8192"]):
             n, k = (int(v) for v in shape.split("x"))
+            if attention:
+                rows += attention_rows(n, k, ops, bandwidth)
+                continue
             for m in args.m:
                 rows += rows_for(n, k, m, ops, bandwidth)
+    base = "SDPA (columns: B x S, the K+V bytes' floor)" if attention else "linear as shipped"
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s, CUDA graphs, steady clocks; "
-          "vs linear: time ratio per repetition (>1: faster than linear as shipped)")
-    print(f"{'N x K':>12}{'M':>4}  {'variant':<10}{'us':>8}{'/floor':>8}{'vs linear':>10}{'rel err':>9}")
+          f"vs: speed against {base}, ratio per repetition")
+    print(f"{'N x K':>12}{'M':>4}  {'variant':<10}{'us':>8}{'/floor':>8}{'vs':>10}{'rel err':>9}")
     for n, k, m, name, us, fl, vs, err in rows:
         print(f"{n:>6}x{k:<6}{m:>4}  {name:<10}{us:>8.2f}{fl:>8.3f}{vs:>9.3f}x{err:>9.1e}")
     return 0 if all(r[7] < 1e-2 for r in rows if r[3] in ops) else 1
