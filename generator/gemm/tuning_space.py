@@ -68,6 +68,10 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
     Candidate(T((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
     Candidate(T((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    # ... and those N sizes in pairs along N (cuBLAS on an H200 at M = 256: 112x128 tiles for 14336 x 4096,
+    # 96x128 for 6144 x 4096, both 2x1 clusters along the weight's N)
+    Candidate(T((128, 112, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 96, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
     Candidate(T((128, 192, 64), (1, 2, 1), "cooperative", "persistent"), 256, 8192, _GRID),
     # mid M where the grid is one wave of one tile per CTA (4096 x 4096 at M = 512, 14336 x 4096 at M = 256):
     # a pingpong CTA then has one warpgroup idle; cooperative ones split the tile over both
