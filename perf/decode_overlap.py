@@ -7,7 +7,8 @@ bandwidth), most of which at 4096 x 4096 is a fixed ~3 us a call spent at the ke
     python perf/decode_overlap.py --variants DIR --uri decode_sm90a_bf16_d128_s3 [--shapes BxS ...]
 
 With a decode-attention URI the builds run fused_gemm.decode_attention's problem (Hq 32, Hkv 8, the
-shapes B x cache length) against the op as shipped and SDPA.
+shapes B x cache length) against the op as shipped and SDPA, on one input set (rotated past L2 only
+where B x S makes the caches larger than it, as at 32 x 1024 and up).
 
 DIR holds one folder per build, DIR/<name>/lib.so: the cache entry's kernel.cu compiled with the nvcc
 line at the top of its build.log, once per edit of the kernel (DecodeOverlap's choices were measured so:
@@ -34,11 +35,21 @@ URI = "gemm_sm90a_a-bf16_b-bf16_d-bf16_bias-bf16_w-nk_decode_t16_w4_b1_ep-bias-g
 SHAPES = ("4096x4096", "6144x4096", "1024x4096", "4096x14336", "14336x4096", "28672x4096")
 
 
+BASELINES = ("linear", "torch.mm", "shipped", "sdpa")
+
+
 def load_variants(folder: Path, uri: str):
     spec = spec_from_uri(uri)
+    if not uri.startswith("decode_") and (spec.epilogue.name != "bias+gelu_tanh" or spec.a_dtype != "bf16"):
+        sys.exit(f"{uri}: the GEMM rows call bf16 bias+gelu_tanh kernels (linear's tuned epilogue)")
     family = family_of(spec)
-    return {d.name: _op_class(family)(spec, KernelLibrary(d / "lib.so", family, uri))
-            for d in sorted(folder.iterdir()) if (d / "lib.so").is_file()}
+    ops = {d.name: _op_class(family)(spec, KernelLibrary(d / "lib.so", family, uri))
+           for d in sorted(folder.iterdir()) if (d / "lib.so").is_file()}
+    if not ops:
+        sys.exit(f"no builds in {folder} (DIR/<name>/lib.so)")
+    if set(ops) & set(BASELINES):
+        sys.exit(f"build folders may not be named {BASELINES}")
+    return ops
 
 
 def rows_for(n, k, m, ops, bandwidth):

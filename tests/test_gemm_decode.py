@@ -166,13 +166,16 @@ def test_pdl_after_a_producer_kernel_and_refused_without_grid_dependency_control
 
 
 @gpu
-@pytest.mark.parametrize("n", [6144, 4096, 3 * 6144], ids=["full-grid", "part-grid", "waves"])
-def test_chain_in_a_graph_waits_for_each_input(n):
-    """Each decode GEMM reads the one before's output, back to back in a CUDA graph with PDL.  A grid
-    that fills the GPU (6144 rows on an H100/H200) lets the next kernel launch at its start; the
-    others let it launch once their loads are issued: either way each waits for its input."""
+@pytest.mark.parametrize("n, splits", [(6144, 1), (4096, 1), (3 * 6144, 1), (6144, 4)],
+                         ids=["full-grid", "part-grid", "waves", "clusters-in-waves"])
+def test_chain_in_a_graph_waits_for_each_input(n, splits):
+    """Each decode GEMM reads the one before's output, back to back in a CUDA graph with PDL.  On an
+    H100/H200 (132 SMs, 3 CTAs an SM) a grid that fills the GPU (6144 rows) or runs in waves (18432
+    rows, or 6144 in clusters of 4) lets the next kernel launch at its start (DecodeOverlap); 4096 rows
+    leave slots free and let it launch once their loads are issued: either way each waits for its
+    input."""
     op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias", config=DECODE_TEST_CONFIG))
-    launch = LaunchOptions(pdl=True)
+    launch = LaunchOptions(pdl=True, splits=splits)
     layers = [(torch.randn(n, n, dtype=torch.bfloat16, device="cuda") / math.sqrt(n),
                torch.randn(n, dtype=torch.bfloat16, device="cuda") * 0.1) for _ in range(4)]
     x = torch.randn(2, n, dtype=torch.bfloat16, device="cuda")

@@ -62,9 +62,10 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # H100 use 96x128, 112x128, 144x128 and 192x128 tiles here, weight side first)
     Candidate(T((64, 96, 64), (1, 1, 1), "pingpong", "persistent"), 64, 512, _MID),
     # ... and in pairs along M, so that a weight tile is read once (multicast) for both: cuBLAS's choice
-    # for 128 x 6144 x 4096 on an H100 (nvjet 96x64 tiles, 1x2 cluster, 10 stages of 64 along K)
-    Candidate(T((64, 96, 64), (2, 1, 1), "pingpong", "persistent"), 64, 512, _MID),
-    Candidate(T((64, 128, 64), (2, 1, 1), "pingpong", "persistent"), 64, 512, _MID),
+    # for 128 x 6144 x 4096 on an H100 (nvjet 96x64 tiles, 1x2 cluster, 10 stages of 64 along K); from
+    # M = 128, where both CTAs of a pair have rows
+    Candidate(T((64, 96, 64), (2, 1, 1), "pingpong", "persistent"), 128, 512, _MID),
+    Candidate(T((64, 128, 64), (2, 1, 1), "pingpong", "persistent"), 128, 512, _MID),
     Candidate(T((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
     Candidate(T((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
     Candidate(T((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),

@@ -48,19 +48,23 @@ struct DenseDecodeParams {
   int64_t ldx, ldw, ldc, ldd;
   int m, n, k;
   float alpha, beta;
-  int ahead;                // chunks per row each warp prefetches to L2 before griddepcontrol.wait
-  int early;                // launch_dependents at the start (else once every load is issued)
+  int ahead = 8;            // chunks per row each warp prefetches to L2 before griddepcontrol.wait
+  int early = 0;            // launch_dependents at the start (else once every load is issued)
 };
 
 // How a launch overlaps its neighbours in a stream (PDL), by how full its grid keeps the GPU.  A grid
-// that fills (nearly) every CTA slot, or runs in waves, lets the next kernel launch at once: its CTAs
-// then take the slots as this one's free them, with no launch latency between, and a short prefetch
-// leaves L2 to the streaming.  A grid with free slots lets it launch only once every load is issued:
-// started at once, the next kernel's CTAs would sit in the free slots and prefetch into this one's
-// stream.  bf16 t16 w4 b1 in CUDA graphs (perf/decode_overlap.py, H100 / H200, us at M = 1):
+// that fills (nearly) every CTA slot, or runs in waves, lets the next kernel launch at its start (in
+// waves: once its last wave has started, as PDL launches a dependent only when every CTA has issued
+// launch_dependents or exited); the next kernel's CTAs then take the slots as this one's free them,
+// with no launch latency between, and a short prefetch leaves L2 to the streaming.  A grid with free
+// slots lets it launch only once every load is issued: started at once, the next kernel's CTAs would
+// sit in the free slots and prefetch into this one's stream.  bf16 t16 w4 b1 in CUDA graphs
+// (perf/decode_overlap.py, perf/results/decode_overlap.txt; H100 / H200, us at M = 1):
 //   6144 x 4096, 384 CTAs of 396 slots: 19.6 -> 17.0 / 15.3 -> 13.2 (prefetch 4; 2: 17.6 / 13.6)
 //   28672 x 4096, 4.5 waves: 85.0 -> 79.7 / 67.8 -> 61.9 (prefetch 2; 4: 81.6 / 63.5)
-//   4096 x 4096, 256 CTAs: 13.9 / 12.0, and 0.3-1.2 us slower launching the next at once.
+//   256 CTAs: launching the next at once cost 0.3 / 0.3 us at 4096 x 4096 and 3 / 5 us at 4096 x 14336
+//   (at M = 16 it gained 0.5 / 0.6 us at 4096 x 4096, where the tuned tables take the swap-AB GEMM).
+// `resident` ignores cluster placement: a clustered grid counted as one wave may still spill.
 struct DecodeOverlap {
   int ahead;
   bool early;
