@@ -19,6 +19,10 @@ class DecodeConfig:
     tokens: int = 16
     warps: int = 4
     blocks: int = 8
+    # The dense kernel's 64-wide K chunks per register stage (two stages in flight a warp): 3 takes 184
+    # registers a thread, so two 4-warp CTAs an SM instead of three; 0 is the kernel's own (2 with one
+    # block, 1 with more).  Part of the name only when set.
+    unroll: int = 0
 
     def __post_init__(self):
         if self.tokens not in (8, 16):
@@ -27,18 +31,20 @@ class DecodeConfig:
             raise SpecError(f"decode warps {self.warps} must be 1, 2, 4 or 8")
         if self.blocks not in (1, 2, 4, 8):
             raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
+        if self.unroll not in (0, 3) or (self.unroll and self.blocks != 1):
+            raise SpecError(f"decode unroll {self.unroll}: 0 (the kernel's own), or 3 chunks a stage with blocks=1")
 
     @property
     def name(self) -> str:
-        return f"decode_t{self.tokens}_w{self.warps}_b{self.blocks}"
+        return f"decode_t{self.tokens}_w{self.warps}_b{self.blocks}" + (f"_u{self.unroll}" if self.unroll else "")
 
     @classmethod
     def from_name(cls, name: str) -> "DecodeConfig":
         m = re.fullmatch(DECODE_NAME, name)
         if not m:
-            raise SpecError(f"{name!r} is not a decode config name (decode_t<tokens>_w<warps>_b<blocks>)")
-        return cls(int(m["tokens"]), int(m["warps"]), int(m["blocks"]))
+            raise SpecError(f"{name!r} is not a decode config name (decode_t<tokens>_w<warps>_b<blocks>[_u<unroll>])")
+        return cls(int(m["tokens"]), int(m["warps"]), int(m["blocks"]), int(m["unroll"] or 0))
 
 
-DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)"
-DECODE_URI = r"decode_t\d+_w\d+_b\d+"    # the same, without groups, inside a family's URI regex
+DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)(?:_u(?P<unroll>\d+))?"
+DECODE_URI = r"decode_t\d+_w\d+_b\d+(?:_u\d+)?"    # the same, without groups, inside a family's URI regex

@@ -96,6 +96,16 @@ def check_in_place_residual_batched(linear, w, w_arg):
     assert_close(got, ref, WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
+def captured(run) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph of ``run()``, after one plain call (kernels load and prepare outside the capture)."""
+    run()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph
+
+
 def check_cuda_graph_replay(linear, w, m, fresh_weight, buffers):
     """``linear`` captured once, replayed on fresh inputs and on fresh weights (``fresh_weight(seed)``)
     copied into the same buffers (``buffers(w)``: w's tensors), so a replay reads what they hold now."""
@@ -103,11 +113,7 @@ def check_cuda_graph_replay(linear, w, m, fresh_weight, buffers):
     bias = torch.randn(w.N, dtype=torch.bfloat16, device="cuda")
     r = torch.randn(m, w.N, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(m, w.N, dtype=torch.bfloat16, device="cuda")
-    linear(x, w, bias, "gelu_tanh", r, out=out)      # load and prepare outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        linear(x, w, bias, "gelu_tanh", r, out=out)
+    graph = captured(lambda: linear(x, w, bias, "gelu_tanh", r, out=out))
     for seed in range(3):
         x.copy_(torch.randn_like(x))
         r.copy_(torch.randn_like(r))

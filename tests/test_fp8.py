@@ -17,6 +17,8 @@ from fused_gemm.generator.gemm.heuristics import FP8_RULES, RULES
 from fused_gemm.generator.gemv import DecodeConfig
 from fused_gemm.generator.quant.presets import FP8_TEST_EPILOGUES
 
+from conftest import captured
+
 FP8 = torch.float8_e4m3fn
 TINY = torch.finfo(torch.float32).tiny
 DECODE = FP8_RULES[False][0].config
@@ -375,11 +377,7 @@ def test_decode_step_in_a_cuda_graph(m):
     def step():
         fused_gemm.quantize_fp8(x, out=xq, scale_out=xs)
         fused_gemm.fp8_linear(xq, wq, xs, ws, b, "silu", out=out)
-    step()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = captured(step)
     for _ in range(2):
         x.copy_(torch.randn_like(x) * 10)
         out.fill_(float("nan"))

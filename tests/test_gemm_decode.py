@@ -14,6 +14,7 @@ from fused_gemm.generator.gemm.spec import config_from_name
 from fused_gemm.generator.gemm.tuned import Entry
 from fused_gemm.generator.gemv import DecodeConfig
 
+from conftest import captured
 from test_gpu import assert_close, operands, reference
 
 
@@ -21,6 +22,7 @@ from test_gpu import assert_close, operands, reference
     dict(epilogue="bias+gelu_tanh+residual", config=DecodeConfig(16, 4, 1)),
     dict(a_dtype="fp16", out_dtype="fp32", epilogue="row_scale+col_scale+bias+silu", config=DecodeConfig(8, 8, 2)),
     dict(config=DecodeConfig(16, 4, 4), pdl=False),
+    dict(epilogue="bias+gelu_tanh", config=DecodeConfig(16, 4, 1, unroll=3)),
 ])
 def test_uri_round_trips(kwargs):
     spec = GemmSpec(**kwargs)
@@ -37,6 +39,19 @@ def test_uri_round_trips(kwargs):
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         GemmSpec(**kwargs)
+
+
+def test_unroll_is_named_checked_and_rendered():
+    assert DecodeConfig(16, 4, 1, unroll=3).name == "decode_t16_w4_b1_u3"
+    assert DecodeConfig(16, 4, 1).name == "decode_t16_w4_b1"          # the kernel's own: names unchanged
+    assert config_from_name("decode_t16_w4_b1_u3") == DecodeConfig(16, 4, 1, unroll=3)
+    for bad in (dict(blocks=2, unroll=3), dict(blocks=1, unroll=4)):
+        with pytest.raises(SpecError, match="decode unroll"):
+            DecodeConfig(16, 4, **bad)
+    assert "kUnroll = 3;" in render(GemmSpec("bf16", config=DecodeConfig(16, 4, 1, unroll=3)))
+    assert "kUnroll" not in render(GemmSpec("bf16", config=DECODE_TEST_CONFIG))
+    with pytest.raises(SpecError, match="int4 one has none"):
+        fused_gemm.Int4Spec("bf16", config=DecodeConfig(16, 4, 1, unroll=3))
 
 
 def test_render_picks_the_decode_kernel():
@@ -186,11 +201,7 @@ def test_chain_in_a_graph_waits_for_each_input(n, splits):
         for (w, b), out in zip(layers, outs):
             h = op(h, w, b, out=out, launch=launch)
 
-    chain()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
+    graph = captured(chain)
     for _ in range(3):
         x.copy_(torch.randn_like(x))
         for out in outs:

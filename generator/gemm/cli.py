@@ -37,11 +37,14 @@ def add_arguments(g) -> None:
     g.add_argument("--decode-warps", type=int, choices=(1, 2, 4, 8), help="with --decode-tokens: warps per CTA")
     g.add_argument("--decode-blocks", type=int, choices=(1, 2, 4, 8),
                    help="with --decode-tokens: 16-row weight blocks per CTA (gemm: at most 4)")
+    g.add_argument("--decode-unroll", type=int, choices=(3,),
+                   help="gemm, with --decode-tokens and one block: K chunks a register stage (two CTAs an SM)")
 
 
 def decode_config(args, **defaults) -> DecodeConfig:
-    """--decode-tokens/--decode-warps/--decode-blocks, each unset one the family's default."""
-    given = {"tokens": args.decode_tokens, "warps": args.decode_warps, "blocks": args.decode_blocks}
+    """--decode-tokens/--decode-warps/--decode-blocks/--decode-unroll, each unset one the family's default."""
+    given = {"tokens": args.decode_tokens, "warps": args.decode_warps, "blocks": args.decode_blocks,
+             "unroll": getattr(args, "decode_unroll", None)}
     return DecodeConfig(**{**defaults, **{k: v for k, v in given.items() if v}})
 
 

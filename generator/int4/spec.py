@@ -93,6 +93,8 @@ class Int4Spec:
             if self.decode and cfg.blocks != 8:
                 raise SpecError("a gated decode kernel needs blocks=8 (each cluster rank's outputs whole 16-row blocks)")
         if self.decode:
+            if cfg.unroll:
+                raise SpecError("decode unroll is the GEMM family's dense decode kernel's; the int4 one has none")
             if self.weight not in INT4_WEIGHTS:
                 raise SpecError(f"the decode kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
             return

@@ -114,8 +114,26 @@ CUTLASS_DEVICE uint4 load16(void const *ptr, bool valid) {
 
 }  // namespace dense_decode
 
+namespace dense_decode {
+
+// Kernel::kUnroll where the generated kernel names one, else `fallback`.
+template <class Kernel, class = void>
+struct UnrollOf {
+  static constexpr int value = 0;
+};
+template <class Kernel>
+struct UnrollOf<Kernel, std::void_t<decltype(Kernel::kUnroll)>> {
+  static constexpr int value = Kernel::kUnroll;
+};
+template <class Kernel>
+constexpr int unroll_of(int fallback) {
+  return UnrollOf<Kernel>::value > 0 ? UnrollOf<Kernel>::value : fallback;
+}
+
+}  // namespace dense_decode
+
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens, kWarps,
-// kBlocks, kBias, kRowScale, kColScale, kResidual.
+// kBlocks, kBias, kRowScale, kColScale, kResidual, and may name kUnroll.
 template <class Kernel>
 struct DenseDecode {
   using Params = DenseDecodeParams;
@@ -130,8 +148,9 @@ struct DenseDecode {
   static constexpr int kRows = Split::kRows;
   static constexpr int kChunk = 64;                       // K per chunk: a row's 128-byte line
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
-  // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM.
-  static constexpr int kUnroll = kBlocks >= 2 ? 1 : 2;
+  // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
+  // config names (Kernel::kUnroll: 3 fits two CTAs an SM, each with half as much again in flight).
+  static constexpr int kUnroll = dense_decode::unroll_of<Kernel>(kBlocks >= 2 ? 1 : 2);
   static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
 
   struct SharedStorage {
