@@ -220,11 +220,7 @@ def test_cuda_graph_capture_and_replay():
     g = operands(ep, (3,), 1024, 2048, torch.bfloat16)
     out = torch.empty(3, 1024, dtype=torch.bfloat16, device="cuda")
     launch = LaunchOptions(pdl=True)
-    _call(op, ep, g, out=out, launch=launch)   # warm-up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        _call(op, ep, g, out=out, launch=launch)
+    graph = captured(lambda: _call(op, ep, g, out=out, launch=launch))
     for _ in range(3):
         g["x"].copy_(torch.randn_like(g["x"]))
         out.fill_(float("nan"))
