@@ -37,21 +37,6 @@
 
 namespace fused_gemm {
 
-struct DenseDecodeParams {
-  void const *x;            // [M, K] row-major
-  void const *w;            // [N, K] row-major
-  void const *bias;         // [N] or null
-  float const *row_scale;   // [M] or null
-  float const *col_scale;   // [N] or null
-  void const *c;            // residual [M, N] or null
-  void *d;                  // [M, N]
-  int64_t ldx, ldw, ldc, ldd;
-  int m, n, k;
-  float alpha, beta;
-  int ahead = 8;            // chunks per row each warp prefetches to L2 before griddepcontrol.wait
-  int early = 0;            // launch_dependents at the start (else once every load is issued)
-};
-
 // How a launch overlaps its neighbours in a stream (PDL), by how full its grid keeps the GPU.  A grid
 // that fills (nearly) every CTA slot, or runs in waves, lets the next kernel launch at its start (in
 // waves: once its last wave has started, as PDL launches a dependent only when every CTA has issued
@@ -63,16 +48,31 @@ struct DenseDecodeParams {
 //   6144 x 4096, 384 CTAs of 396 slots: 19.6 -> 17.0 / 15.3 -> 13.2 (prefetch 4; 2: 17.6 / 13.6)
 //   28672 x 4096, 4.5 waves: 85.0 -> 79.7 / 67.8 -> 61.9 (prefetch 2; 4: 81.6 / 63.5)
 //   256 CTAs: launching the next at once cost 0.3 / 0.3 us at 4096 x 4096 and 3 / 5 us at 4096 x 14336
-//   (at M = 16 it gained 0.5 / 0.6 us at 4096 x 4096, where the tuned tables take the swap-AB GEMM).
+//   (at M = 16 it gained 0.5 / 0.6 us at 4096 x 4096: the unroll=3 config, two CTAs an SM, fills the
+//   GPU there and so launches the next at once).
 // `resident` ignores cluster placement: a clustered grid counted as one wave may still spill.
 struct DecodeOverlap {
-  int ahead;
-  bool early;
+  int ahead = 8;            // chunks per row each warp prefetches to L2 before griddepcontrol.wait
+  bool early = false;       // launch_dependents at the start (else once every load is issued)
   static DecodeOverlap for_grid(int ctas, int resident) {
     if (ctas > resident) return {2, true};
     if (int64_t(ctas) * 10 >= int64_t(resident) * 9) return {4, true};
-    return {8, false};
+    return {};
   }
+};
+
+struct DenseDecodeParams {
+  void const *x;            // [M, K] row-major
+  void const *w;            // [N, K] row-major
+  void const *bias;         // [N] or null
+  float const *row_scale;   // [M] or null
+  float const *col_scale;   // [N] or null
+  void const *c;            // residual [M, N] or null
+  void *d;                  // [M, N]
+  int64_t ldx, ldw, ldc, ldd;
+  int m, n, k;
+  float alpha, beta;
+  DecodeOverlap overlap;
 };
 
 namespace dense_decode {
@@ -111,10 +111,6 @@ CUTLASS_DEVICE uint4 load16(void const *ptr, bool valid) {
   return v;
 }
 #undef FG_DENSE_DECODE_LOAD16
-
-}  // namespace dense_decode
-
-namespace dense_decode {
 
 // Kernel::kUnroll where the generated kernel names one, else `fallback`.
 template <class Kernel, class = void>
@@ -254,13 +250,13 @@ struct DenseDecode {
     // first chunks of each.
     if (begin < end) {
       int const k0 = begin * kChunk;
-      int const k1 = min(min(end, begin + p.ahead) * kChunk, p.k);
+      int const k1 = min(min(end, begin + p.overlap.ahead) * kChunk, p.k);
       for (int r = lane_id; r < kRows; r += 32) {
         Element const *at = static_cast<Element const *>(p.w) + min(row0 + r, p.n - 1) * p.ldw + k0;
         gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
       }
     }
-    if (p.early) gemv::allow_next_grid();
+    if (p.overlap.early) gemv::allow_next_grid();
     // X may be the previous kernel's output: every load of it (ld.global.nc, which assumes the data
     // does not change while the kernel runs) stays after this wait.
     gemv::wait_for_previous_grid();
@@ -281,7 +277,7 @@ struct DenseDecode {
       for (int u = 0; u < kUnroll; ++u) compute(acc, s1[u]);
     }
     // Every load is issued: the next kernel may start (and prefetch) during the reduction.
-    if (!p.early) gemv::allow_next_grid();
+    if (!p.overlap.early) gemv::allow_next_grid();
 
     Split::finish(acc, smem.partial, smem.inbox, p.m, [&](int first, int last, auto const &sum) {
       for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
@@ -344,8 +340,7 @@ struct DenseDecodeLauncher {
     int const resident = Setup::resident(p.device);
     int const splits = gemv::choose_splits<false>(resident, row_groups, chunks, Decode::kWarps, Decode::kMinChunks,
                                                   p.splits);
-    DecodeOverlap const overlap = DecodeOverlap::for_grid(splits * row_groups, resident);
-    d.ahead = overlap.ahead, d.early = overlap.early;
+    d.overlap = DecodeOverlap::for_grid(splits * row_groups, resident);
     return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,
                         p.stream, p.pdl != 0, "dense decode");
   }
