@@ -1,11 +1,13 @@
 """The int4 decode kernel's shapes x K-splits at perf/bench_int4.py's decode rows, in CUDA graphs.
 
-    python perf/int4_decode_launch.py [--m 1 16] [--splits 0 2 4 8]
+    python perf/int4_decode_launch.py [--m 1 16] [--splits 0 2 4 8] [--configs NAME ..] [--variants DIR]
 
 Each cell: microseconds per call and its ratio to the int4 HBM floor (codes + scales / measured copy
 bandwidth), every (config, splits) of a row timed interleaved.  Splits 0 is the launcher's own
 choice; 2..8 a cluster of that many CTAs along K.  Informational: which decode shape and split a
-table should take (preset 'int4-sweep' builds the configs).
+table should take (preset 'int4-sweep' builds the configs).  --variants DIR adds builds of a kernel
+edit side by side: DIR/<name>/lib.so, the cache entry's kernel.cu (bf16 s4, no epilogue) compiled with
+the nvcc line of its build.log, and DIR/<name>/uri.txt, the entry's URI.
 """
 from __future__ import annotations
 
@@ -17,26 +19,41 @@ import torch
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.bench.timing import compare, copy_bandwidth, require_gpu, rotation_count, warm_gpu
-from fused_gemm.generator import LaunchOptions
+from pathlib import Path
+
+from fused_gemm.generator import LaunchOptions, spec_from_uri
 from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig, Int4Spec
+from fused_gemm.generator.registry import family_of
+from fused_gemm.int4.op import Int4Op
+from fused_gemm.library import KernelLibrary
 
 SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336)]     # (N, K), Llama-3-8B: bench_int4's
 GROUP = 128
 
 
+def load_variants(folder: Path):
+    """name -> (tokens, op) for every DIR/<name>/lib.so (its URI in DIR/<name>/uri.txt)."""
+    ops = {}
+    for d in sorted(p for p in folder.iterdir() if (p / "lib.so").is_file()):
+        uri = (d / "uri.txt").read_text().strip()
+        spec = spec_from_uri(uri)
+        ops[d.name] = (spec.config.tokens, Int4Op(spec, KernelLibrary(d / "lib.so", family_of(spec), uri)))
+    return ops
+
+
 def row(m: int, n: int, k: int, configs, splits, bandwidth: float):
+    """configs: name -> op (an int4 decode kernel, bf16 s4, no epilogue)."""
     per_set = n * k // 2 + n * (k // GROUP) * 2 + 2 * m * k + 2 * m * n
     w0 = fused_gemm.quantize_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5, GROUP)
     sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
              w0 if i == 0 else fused_gemm.Int4Weight(w0.packed.clone(), w0.scales.clone(), None, GROUP, n, k))
             for i in range(rotation_count(per_set))]
     variants = {}
-    for cfg in configs:
-        op = jit.compile(Int4Spec("bf16", "s4", config=cfg))
+    for name, op in configs.items():
         for s in splits:
             launch = LaunchOptions(pdl=True, splits=max(s, 1))
-            variants[(cfg.name, s)] = [
+            variants[(name, s)] = [
                 (lambda x=x, w=w, op=op, launch=launch:
                  op.run(x, w.packed, w.scales, None, GROUP, None, None, None, launch)) for x, w in sets]
     t = compare(variants, graph=True, min_calls=64, reps=11)
@@ -48,24 +65,30 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--splits", type=int, nargs="+", default=[0, 2, 4, 8])
-    ap.add_argument("--configs", nargs="+", help="decode config names (default: the sweep's)")
+    ap.add_argument("--configs", nargs="+", help="decode config names (default: the sweep's, or none with --variants)")
+    ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     require_gpu("int4_decode_launch")
-    configs = [DecodeConfig.from_name(c) for c in args.configs] if args.configs else list(DECODE_SWEEP_CONFIGS)
+    if args.configs:
+        configs = [DecodeConfig.from_name(c) for c in args.configs]
+    else:   # with --variants, only they
+        configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS)
+    ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", "s4", config=c))) for c in configs}
+    ops.update(load_variants(args.variants) if args.variants else {})
     bandwidth = copy_bandwidth()
     warm_gpu()
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; int4 decode kernels in "
           "CUDA graphs, us per call (x the int4 HBM floor); splits 0 = the launcher's choice")
     with torch.no_grad():
         for m in args.m:
-            fits = [c for c in configs if m <= c.tokens]
+            fits = {name: op for name, (tokens, op) in ops.items() if m <= tokens}
             for n, k in SHAPES:
                 cells, floor = row(m, n, k, fits, args.splits, bandwidth)
                 print(f"\n{m}x{n}x{k}  floor {floor:.1f} us")
                 print(f"{'config':<26}" + "".join(f"{'splits ' + str(s):>16}" for s in args.splits))
-                for cfg in fits:
-                    print(f"{cfg.name:<26}" + "".join(
-                        f"{cells[(cfg.name, s)][0]:>9.1f} ({cells[(cfg.name, s)][1]:.2f})" for s in args.splits))
+                for name in fits:
+                    print(f"{name:<26}" + "".join(
+                        f"{cells[(name, s)][0]:>9.1f} ({cells[(name, s)][1]:.2f})" for s in args.splits))
     return 0
 
 

@@ -138,12 +138,12 @@ def test_table_rows_are_valid_and_tile_k_follows_the_group():
 
 
 def test_int4_decodes_on_the_decode_kernel():
-    """int4 weights at M <= 8 take the decode kernel (PDL by default), at M <= 16 the stream-K
-    mixed-input kernel; e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
-    assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16)] == \
-        [True, True, False, False] * 2
+    """int4 weights at M <= 16 take the decode kernel (PDL by default): 8 tokens to M = 8, then 16;
+    e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
+    assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16, 17)] == \
+        [True, True, True, True, False] * 2
     assert spec_for("bf16", "s4", "none", 128, 4096, 8).config == DecodeConfig(8)
-    assert spec_for("bf16", "s4", "none", 128, 4096, 16).config.scheduler == "stream_k"
+    assert spec_for("bf16", "s4", "none", 128, 4096, 16).config == DecodeConfig(16, 2, 8)
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
     assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
@@ -159,11 +159,11 @@ GROUPS = [64, 128, K_TEST]
 
 
 def test_gated_table_and_preset():
-    """int4_gated_linear takes int4_linear's rows (the decode kernel to M = 8, stream-K to 16); the
-    preset holds what the gated GPU tests run."""
+    """int4_gated_linear takes int4_linear's rows (the decode kernels to M = 16); the preset holds what
+    the gated GPU tests run."""
     assert [spec_for("bf16", "s4", "silu", 128, 4096, m, gated=True).config for m in (1, 8, 9, 16, 129)] == \
         [spec_for("bf16", "s4", "silu", 128, 4096, m).config for m in (1, 8, 9, 16, 129)]
-    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).config.scheduler == "stream_k"
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).decode
     have = set(preset("int4-gated-tests"))
     need = {spec_for(d, w, ep, 128, K_TEST, m, gated=True) for d, w, ep in GATED_TEST_CASES for m in GATED_M}
     assert need <= have, sorted(s.uri for s in need - have)
@@ -475,9 +475,9 @@ def test_group_sizes(symmetric, group, m):
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
     """The decode kernels (8 tokens, as int4_linear picks them, and the 16-token sweep alternative,
     run directly): K split across warps and a cluster of CTAs (summed through distributed shared
-    memory), slices that end inside a group, row groups past N, and a K of 64 n + 32 (a whole number
-    of the shipped 32-long steps; it guards a build with kStep 4, where the last step is half a step).
-    The 1- and 2-block configs (ldmatrix .x1 / .x2) run directly, as the 16-token kernel does."""
+    memory), slices that end inside a group, a last row group that overlaps the one before (N not a
+    multiple of the CTA's rows), a K of 64 n + 32 (whole 32-long steps, not whole groups of 64).  The
+    1- and 2-block configs (other register stages) run directly, as the 16-token kernel does."""
     w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
@@ -497,6 +497,29 @@ def test_decode_kernel_splits_k(symmetric, n, k, group, m):
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             assert_close(op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out), ref,
                          WEIGHT_ONLY_TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 7])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
+def test_decode_weight_narrower_than_a_cta(symmetric, m):
+    """Weights with fewer 16-row blocks than the decode kernel's CTA holds (8): its one-block kernel
+    runs them, for int4_linear (N = 48) and for an s4 gated weight (2I = 80, unsplit: a gate and
+    its up are in one CTA), with K split across a cluster."""
+    k = 4096
+    w = make_weight(48, k, 128, symmetric, torch.bfloat16, seed=m)
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    out = torch.full((m, 48), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(fused_gemm.int4_linear(x, w, out=out), weight_only_reference(x, w), WEIGHT_ONLY_TOL[torch.bfloat16])
+    if not symmetric:
+        return   # the gated kernels the tests build: s4 with silu
+    gen = torch.Generator().manual_seed(m)
+    w_gate, w_up = (torch.randn(40, k, generator=gen) / k ** 0.5 for _ in range(2))
+    wg = quantize_int4(fused_gemm.pack_gate_up(w_gate.bfloat16(), w_up.bfloat16()), 128, symmetric).to("cuda")
+    gate, up = fused_gemm.unpack_gate_up(wg.dequantize(torch.float64))
+    out = torch.full((m, 40), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ref = REFERENCE_ACTIVATIONS["silu"](x.double() @ gate.T) * (x.double() @ up.T)
+    assert_close(fused_gemm.int4_gated_linear(x, wg, out=out), ref, WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

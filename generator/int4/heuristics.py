@@ -1,10 +1,10 @@
 """Which int4-family kernel configuration serves which M: a table, not code (the GEMM family's ``Rule``).
 
 Rows are tried in order; the first whose ``max_m`` covers M wins.
-  M <= 8, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
-    mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp).  The mixed-input wgmma kernels read
-    int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor, slower than tinygemm at M = 1).
-  M <= 16, int4 weights: the mixed-input kernel with 128x16 stream-K tiles (see _DECODE).
+  M <= 16, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
+    mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp), 8 tokens up to M = 8, then 16.  The
+    mixed-input wgmma kernels read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor,
+    slower than tinygemm at M = 1).
   M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
     its A operand in registers), so the tile's M side is the weight's N and its N side the tokens.
     The weight streams through 64-row tiles (N = 4096 gives 64 CTAs) in a persistent pingpong
@@ -33,14 +33,12 @@ SM90_RULES: Tuple[Rule, ...] = (
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 weights
-# M <= 8: the decode kernel.  9..16: CUTLASS's mixed-input stream-K kernel, which an H100 ran at 1.0-1.3x
-# less time than the 16-token decode kernel (perf/bench_int4.py --sweep: 16 x {4096, 28672} x 4096, 16 x
-# 4096 x 14336); the 16-token decode kernel stays a sweep alternative.
+# M <= 8: the 8-token decode kernel.  9..16: the 16-token one with 2-warp CTAs, which an H100 ran in
+# 10.9 / 30.5 / 24.4 us at 16 x {4096 x 4096, 28672 x 4096, 4096 x 14336} against CUTLASS's mixed-input
+# stream-K kernel's 14.0 / 33.4 / 25.1 (perf/int4_decode_launch.py, perf/bench_int4.py).
 # (The decode kernel launches with PDL by default: fused_gemm/int4/op.py.)
-_DECODE = (Rule(8, DecodeConfig(tokens=8)),
-           Rule(16, TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)))
-# int4_gated_linear takes these rows too: with the 64x64 tile at M = 16 instead of stream-K's 128x16
-# an H100 ran Llama-3-8B's gate/up 1.45x slower than int4_linear + silu(gate) * up.
+_DECODE = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
+# int4_gated_linear takes these rows too (its decode kernel: 8 blocks a CTA, a gate with its up).
 INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
 
 
@@ -61,7 +59,8 @@ SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
 
 # Decode-kernel alternatives the same sweep times for int4 weights (rows where M fits their tokens).
 DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
-    DecodeConfig(16, 4, 4), DecodeConfig(16, 8, 8), DecodeConfig(16, 2, 8), DecodeConfig(8, 8, 8), DecodeConfig(8, 4, 4),
+    DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4),
+    DecodeConfig(8, 8, 4),
 )
 
 
