@@ -13,8 +13,8 @@ import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
 from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render,
                                   spec_from_uri)
-from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, config_for,
-                                                 spec_for, sweep_configs, tile_k_for)
+from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, WIDE_N,
+                                                  config_for, spec_for, sweep_configs, tile_k_for)
 from fused_gemm.generator.int4.presets import GATED_TEST_CASES, SMALL_BLOCK_DECODE_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
@@ -144,6 +144,13 @@ def test_int4_decodes_on_the_decode_kernel():
         [True, True, True, True, False] * 2
     assert spec_for("bf16", "s4", "none", 128, 4096, 8).config == DecodeConfig(8)
     assert spec_for("bf16", "s4", "none", 128, 4096, 16).config == DecodeConfig(16, 2, 8)
+    # wide weights (N >= WIDE_N, int4_linear only) take their own decode rows; M > 16 is unchanged
+    wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=WIDE_N).config for m in (1, 8, 9, 16, 17)]
+    assert wide[:4] == [DecodeConfig(8, 4, 4)] * 2 + [DecodeConfig(16, 4, 8)] * 2
+    assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17).config
+    assert spec_for("bf16", "s4", "none", 128, 4096, 1, n=WIDE_N - 16).config == DecodeConfig(8)
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=2 * WIDE_N).config == DecodeConfig(8)
+    assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=WIDE_N) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
     assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
@@ -174,7 +181,7 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     need = {spec_for(d, w, FULL, 128, K_TEST, m) for d in ("bf16", "fp16") for w in ("s4", "u4") for m in M_VALUES}
     need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
     need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, 1) for w in ("s4", "u4") for g in (64, 128, 4096)}
-    need |= {Int4Spec("bf16", w, epilogue="bias+silu+residual", config=DecodeConfig(16)) for w in ("s4", "u4")}
+    need |= {spec_for("bf16", w, "bias+silu+residual", 128, 256, m, n=WIDE_N + 16) for w in ("s4", "u4") for m in (1, 13)}
     need |= {Int4Spec(d, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for d in ("bf16", "fp16")}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
@@ -473,22 +480,18 @@ def test_group_sizes(symmetric, group, m):
                          ids=["cluster-of-8", "uneven-k-slices", "per-channel", "k-not-a-multiple-of-64"])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
-    """The decode kernels (8 tokens, as int4_linear picks them, and the 16-token sweep alternative,
-    run directly): K split across warps and a cluster of CTAs (summed through distributed shared
-    memory), slices that end inside a group, a last row group that overlaps the one before (N not a
-    multiple of the CTA's rows), a K of 64 n + 32 (whole 32-long steps, not whole groups of 64).  The
-    1- and 2-block configs (other register stages) run directly, as the 16-token kernel does."""
+    """The decode kernels int4_linear picks (8 tokens, then 16): K split across warps and a cluster
+    of CTAs (summed through distributed shared memory), slices that end inside a group, a last row
+    group that overlaps the one before (N not a multiple of the CTA's rows), a K of 64 n + 32 (whole
+    32-long steps, not whole groups of 64).  The 1- and 2-block configs (other register stages) run
+    directly."""
     w = make_weight(n, k, group, symmetric, torch.bfloat16, seed=n + m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
     residual = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    if m <= 8:
-        got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
-    else:
-        op = jit.compile(Int4Spec("bf16", "s4" if symmetric else "u4", epilogue="bias+silu+residual",
-                                  config=DecodeConfig(16)))
-        got = op(x, w.packed, w.scales, w.zeros, group, bias, residual, out=out)
+    assert spec_for("bf16", "s4", "none", group, k, m).decode
+    got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
     ref = weight_only_reference(x, w, bias, "silu", residual)
     assert_close(got, ref, WEIGHT_ONLY_TOL[torch.bfloat16])
     for config in SMALL_BLOCK_DECODE_CONFIGS:
@@ -500,7 +503,7 @@ def test_decode_kernel_splits_k(symmetric, n, k, group, m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 7])
+@pytest.mark.parametrize("m", [1, 7, 13])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_weight_narrower_than_a_cta(symmetric, m):
     """Weights with fewer 16-row blocks than the decode kernel's CTA holds (8): its one-block kernel
@@ -520,6 +523,25 @@ def test_decode_weight_narrower_than_a_cta(symmetric, m):
     out = torch.full((m, 40), float("nan"), dtype=torch.bfloat16, device="cuda")
     ref = REFERENCE_ACTIVATIONS["silu"](x.double() @ gate.T) * (x.double() @ up.T)
     assert_close(fused_gemm.int4_gated_linear(x, wg, out=out), ref, WEIGHT_ONLY_TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 13])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
+def test_wide_weight_rows(symmetric, m):
+    """int4_linear on a weight of WIDE_N + 16 rows takes the wide decode rows (4-block 8-token CTAs,
+    4-warp 16-token ones), with a last row group that overlaps the one before."""
+    n, k = WIDE_N + 16, 256
+    spec = spec_for("bf16", "s4" if symmetric else "u4", "bias+silu+residual", 128, k, m, n=n)
+    assert spec.config in (DecodeConfig(8, 4, 4), DecodeConfig(16, 4, 8))
+    w = make_weight(n, k, 128, symmetric, torch.bfloat16, seed=m)
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    residual = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert fused_gemm.int4.api.select(x, w.zeros, 128, bias, "silu", residual, m, k, n).spec == spec
+    got = fused_gemm.int4_linear(x, w, bias, "silu", residual, out=out)
+    assert_close(got, weight_only_reference(x, w, bias, "silu", residual), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -30,10 +30,11 @@ _selection = jit.Selection("int4_linear")
 _gated_selection = jit.Selection("int4_gated_linear")
 
 
-def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int) -> Int4Op:
+def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int, n: int) -> Int4Op:
     """The kernel for this call's dtypes, weight kind (s4 without zeros, u4 with), epilogue, k-tile
-    class and M bucket; memoised."""
-    return choose_kernel(_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual, m, k)
+    class, M bucket and (for the wide rows) N; memoised."""
+    return choose_kernel(_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual, m, k,
+                         n)
 
 
 def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residual, out, gated=False):
@@ -55,11 +56,12 @@ def _int4_linear(x, packed, scales, zeros, group_size, bias, activation, residua
         raise TypeError(f"out has dtype {out.dtype}; {'int4_gated_linear' if gated else 'int4_linear'} writes x's "
                         f"dtype {x.dtype}")
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
+    n = packed.shape[0] if isinstance(packed, Tensor) and packed.dim() else 0   # checked by the op
     if gated:
         op = choose_kernel(_gated_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual,
-                           m, k, gated=True)
+                           m, k, n, gated=True)
     else:
-        op = select(x, zeros, group_size, bias, activation, residual, m, k)
+        op = select(x, zeros, group_size, bias, activation, residual, m, k, n)
     return op.run(x, packed, scales, zeros, group_size, bias, residual, out)
 
 
@@ -98,7 +100,7 @@ def int4_gated_linear(x: Tensor, w: Int4Weight, activation: str = "silu", residu
     w: ``quantize_int4(pack_gate_up(w_gate, w_up), group_size)`` (the packed [2I, K] weight,
     quantised after packing: each group's scales are per packed row).  bias: [2I] in x's dtype,
     ``torch.cat([b_gate, b_up])`` (a merged gate/up projection's bias as checkpoints hold it; made
-    once, at load).  M <= 8 runs the decode kernel, larger M the mixed-input kernel with the gated
+    once, at load).  M <= 16 runs the decode kernel, larger M the mixed-input kernel with the gated
     family's pair epilogue.
     """
     w = _weight(w)

@@ -8,7 +8,7 @@ import torch
 from .. import jit
 from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
-from ..generator.int4.heuristics import row_index, spec_for
+from ..generator.int4.heuristics import is_wide, row_index, spec_for
 from ..kernel_op import dtype_name
 from .op import Int4Op
 
@@ -16,17 +16,18 @@ Tensor = torch.Tensor
 
 
 def select(selection: jit.Selection, x, weight: str, group_size: int, bias, activation, residual, m: int,
-           k: int, gated: bool = False) -> Int4Op:
+           k: int, n: int, gated: bool = False) -> Int4Op:
     """The kernel for weight kind ``weight`` ('s4', 'u4' or 'e4m3') and this call's other arguments
-    (gated: int4_gated_linear's)."""
+    (n: the weight's rows; gated: int4_gated_linear's)."""
     row = row_index("sm90a", weight, m)
     for name, t in (("bias", bias), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # The k-tile depends on the group size only through these two (heuristics.config_for).
     k_class = (group_size == k, group_size % 128)
+    wide = is_wide(weight, n, gated)
     key = (x.dtype, weight, None if bias is None else bias.dtype, activation,
-           None if residual is None else residual.dtype, k_class, row, gated)
+           None if residual is None else residual.dtype, k_class, row, gated, wide)
 
     def choose() -> Int4Op:
         act = "identity" if activation in (None, "none") else activation
@@ -38,7 +39,7 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
                             group_size, k, m,
                             bias_dtype=dtype_name("bias", None if bias is None else bias.dtype),
                             residual_dtype=dtype_name("residual", None if residual is None else residual.dtype),
-                            gated=gated)
+                            gated=gated, n=n)
         except SpecError as exc:
             raise TypeError(str(exc)) from None
         return jit.compile(spec)

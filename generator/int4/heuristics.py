@@ -40,11 +40,27 @@ RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 wei
 _DECODE = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
 # int4_gated_linear takes these rows too (its decode kernel: 8 blocks a CTA, a gate with its up).
 INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
+# int4_linear on a wide weight (N >= WIDE_N, as a merged gate/up projection): 4-block CTAs at M <= 8
+# (28672 rows: 448 of them, one wave without a K split), 4-warp 16-token CTAs to M = 16.  At 28672 x
+# 4096 an H100 ran them in 23.4 / 26.8 us against the rows above's 26.5 / 30.5 (M = 1 / 16), an H200
+# in 22.1 / 26.4 against 25.3 / 30.3; at 4096 rows they are slower (M = 1: 19.5 against 15.0 us at
+# 4096 x 14336 on the H100): perf/int4_decode_launch.py, perf/results/h100_int4_decode_launch.txt.
+WIDE_N = 16384
+_DECODE_WIDE = (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))
+INT4_WIDE_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_WIDE + SM90_RULES[1:]}
 
 
-def rules(arch: str, weight: str) -> Tuple[Rule, ...]:
-    """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not."""
-    return (INT4_RULES if canonical_dtype(weight) in INT4_WEIGHTS else RULES)[arch]
+def rules(arch: str, weight: str, wide: bool = False) -> Tuple[Rule, ...]:
+    """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not;
+    ``wide``: int4_linear's rows for a weight of at least WIDE_N rows (see is_wide)."""
+    if canonical_dtype(weight) not in INT4_WEIGHTS:
+        return RULES[arch]
+    return (INT4_WIDE_RULES if wide else INT4_RULES)[arch]
+
+
+def is_wide(weight: str, n: int, gated: bool = False) -> bool:
+    """Whether int4_linear's wide-weight rows serve an N-row weight (never a gated one)."""
+    return not gated and n >= WIDE_N and canonical_dtype(weight) in INT4_WEIGHTS
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
@@ -94,10 +110,11 @@ def row_index(arch: str, weight: str, m: int) -> int:
 
 
 def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int, bias_dtype=None,
-             residual_dtype=None, arch: str = "sm90a", gated: bool = False) -> Int4Spec:
+             residual_dtype=None, arch: str = "sm90a", gated: bool = False, n: int = 0) -> Int4Spec:
     """The kernel int4_linear (weight 's4'/'u4'), int4_gated_linear (gated) or fp8_weight_linear
-    ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M)."""
-    rule = rules(arch, weight)[row_index(arch, weight, m)]
+    ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M,
+    and N: the weight's rows, which pick the wide rows)."""
+    rule = rules(arch, weight, is_wide(weight, n, gated))[row_index(arch, weight, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,
                     config=config_for(rule, group_size, k), arch=arch, gated=gated)

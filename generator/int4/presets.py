@@ -17,22 +17,23 @@ from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
 DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
-# ... which also run these directly: the shapes whose codes come through ldmatrix .x1 and .x2
+# ... which also run these directly: one- and two-block CTAs (other register stages)
 SMALL_BLOCK_DECODE_CONFIGS = (DecodeConfig(8, 4, 1), DecodeConfig(16, 2, 2))
 # fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
 FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
 
 def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
-               out_dtype: Optional[str] = None, arch: str = "sm90a") -> List[Int4Spec]:
+               out_dtype: Optional[str] = None, arch: str = "sm90a", wide: bool = False) -> List[Int4Spec]:
     """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
     arguments, one per M bucket of its table (for a per-channel int4 weight, pass any group size that
-    is a multiple of 128; an e4m3 weight is always per channel and ignores it)."""
+    is a multiple of 128; an e4m3 weight is always per channel and ignores it; wide: the rows for a
+    weight of at least heuristics.WIDE_N rows)."""
     ep = Epilogue.parse(epilogue)
     k = 1 << 40   # a K no group equals: the group size alone decides the tile K
     group = k if canonical_dtype(weight) in FP8_WEIGHTS else group_size
     return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch)
-            for rule in rules(arch, canonical_dtype(weight))]
+            for rule in rules(arch, canonical_dtype(weight), wide)]
 
 
 def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "silu", group_size: int = 128,
@@ -61,9 +62,10 @@ def _gpu_tests() -> List[Int4Spec]:
     for weight in ("s4", "u4"):
         for group in TEST_GROUPS:
             specs += int4_specs("bf16", weight, "none", group)
-        specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
+        specs += [s for wide in (False, True) for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE, wide=wide)
+                  if s.decode]
         specs += [Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=c)
-                  for c in (DecodeConfig(16),) + SMALL_BLOCK_DECODE_CONFIGS]
+                  for c in SMALL_BLOCK_DECODE_CONFIGS]
     specs += [Int4Spec(dtype, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for dtype in ("bf16", "fp16")]
     return specs
 
@@ -76,7 +78,8 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-gated-tests": lambda: [s for case in GATED_TEST_CASES for s in int4_gated_specs(*case)],
     "int4-gated-bench": lambda: int4_gated_specs("bf16", "s4", "silu"),
-    "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
+    "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128) + [s for s in int4_specs("bf16", "s4", "none", 128, wide=True)
+                                                                   if s.decode],
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).
     "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[2],

@@ -125,7 +125,8 @@ struct Int4Decode {
   // so a group ends only at the end of a step, and a warp's range of K is whole steps.
   static constexpr int kStep = 2;
   // Steps per register stage, two stages in flight a warp: 16 words of codes a lane a stage (kBlocks
-  // a k-block), at most 4 steps (x's fragments take 2 registers per k-block and token tile).
+  // a k-block; 8 with one block), at most 4 steps (x's fragments take 2 registers per k-block and
+  // token tile).
   static constexpr int kStageSteps = kBlocks >= 8 ? 1 : (kBlocks == 4 ? 2 : 4);
   static constexpr int kStageKb = kStep * kStageSteps;
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
@@ -445,7 +446,9 @@ struct Int4DecodeLauncher {
     }
     int64_t const out_n = Kernel::kGated ? p.n / 2 : p.n;
     if (p.ldd < out_n || (Kernel::kResidual && p.ldc < out_n)) return fail(FG_ERR_INVALID, "output/residual rows too short");
-    if (p.n / 16 > 65535) return fail(FG_ERR_INVALID, "N too large for the grid");
+    if ((p.n / 16 + Decode::kBlocks - 1) / Decode::kBlocks > 65535) {   // (the one-block kernel: < kBlocks)
+      return fail(FG_ERR_INVALID, "N too large for the grid");
+    }
     if (p.splits > gemv::kMaxRanks || (Kernel::kGated && p.splits > 1 && (p.splits & (p.splits - 1)))) {
       return fail(FG_ERR_INVALID, "splits = " + std::to_string(p.splits) + ": a decode kernel splits K over at most " +
                                       std::to_string(gemv::kMaxRanks) + " CTAs (a cluster; a power of two when gated)");
