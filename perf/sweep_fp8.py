@@ -26,10 +26,12 @@ SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "dow
 CONFIGS = {
     False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative"),
             TileConfig((128, 128, 128), (1, 2, 1), "cooperative"),
+            TileConfig((128, 128, 128), (1, 1, 1), "cooperative"),   # cuBLAS's (nvjet 128x128_128x6 1x1 coopA)
             TileConfig((64, 128, 128), (1, 2, 1), "pingpong"),
             TileConfig((64, 128, 128), (2, 1, 1), "pingpong")],
     True: [TileConfig((128, 128, 128), (2, 1, 1), "pingpong"),
            TileConfig((128, 128, 128), (1, 2, 1), "pingpong"),
+           TileConfig((128, 128, 128), (1, 2, 1), "cooperative"),   # cuBLAS's tile and cluster (nvjet 128x128_128x6 1x2)
            TileConfig((128, 256, 128), (1, 2, 1), "cooperative"),
            TileConfig((256, 128, 128), (2, 1, 1), "cooperative")],
 }
