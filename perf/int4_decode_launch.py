@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.bench.timing import compare, copy_bandwidth, require_gpu, rotation_count, warm_gpu
-from pathlib import Path
-
 from fused_gemm.generator import LaunchOptions, spec_from_uri
 from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig, Int4Spec

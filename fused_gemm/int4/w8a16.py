@@ -38,7 +38,8 @@ def _fp8_weight_linear(x, weight, scale, bias, activation, residual, out):
     if out is not None and out.dtype is not x.dtype:
         raise TypeError(f"out has dtype {out.dtype}; fp8_weight_linear writes x's dtype {x.dtype}")
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
-    op = select(_selection, x, WEIGHT, k, bias, activation, residual, m, k, 0)   # per channel: group = K; N: no row depends on it
+    # Per channel (group = K); N = 0: no e4m3 row depends on it.
+    op = select(_selection, x, WEIGHT, k, bias, activation, residual, m, k, 0)
     return op.run(x, weight, scale, None, k, bias, residual, out)
 
 

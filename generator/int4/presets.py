@@ -78,8 +78,8 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-gated-tests": lambda: [s for case in GATED_TEST_CASES for s in int4_gated_specs(*case)],
     "int4-gated-bench": lambda: int4_gated_specs("bf16", "s4", "silu"),
-    "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128) + [s for s in int4_specs("bf16", "s4", "none", 128, wide=True)
-                                                                   if s.decode],
+    "int4-bench": lambda: [s for wide in (False, True) for s in int4_specs("bf16", "s4", "none", 128, wide=wide)
+                           if s.decode or not wide],
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).
     "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[2],
