@@ -6,7 +6,8 @@
 The first launches build, load and warm up; the later ones are what a profile should look at.
 Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same shape), gated
 (gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default), int4
-(int4_linear, s4 g128, --n/--k; its decode kernel is gemv::kernel<Int4Decode<...>>: NCU_KERNEL=Int4Decode).
+(int4_linear, s4 g128, --n/--k; its decode kernel is gemv::kernel<Int4Decode<...>>: NCU_KERNEL=Int4Decode),
+attention (bf16, 16k tokens in B = 16384 / --m sequences of --m, H = 32, head dim --n, --causal).
 """
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ K, HQ, HKV, D = 4096, 32, 8, 128
 QKV_N = (HQ + 2 * HKV) * D
 
 
-def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange"):
+def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causal: bool = False):
+    if kind == "attention":
+        q, kk, v = (torch.randn(16384 // m, m, HQ, n, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+        return lambda: fused_gemm.attention(q, kk, v, causal=causal)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     if kind in ("rope", "gemm"):
         w = torch.randn(QKV_N, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
@@ -49,16 +53,17 @@ def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange"):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear", "int4"))
+    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear", "int4", "attention"))
     ap.add_argument("--m", type=int, default=4096)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=K)
     ap.add_argument("--count", type=int, default=6)
     ap.add_argument("--positions", choices=("arange", "zero", "random"), default="arange",
                     help="rope: the tokens' positions (how many cos/sin rows the epilogue reads, and where)")
+    ap.add_argument("--causal", action="store_true", help="attention: the causal mask")
     args = ap.parse_args(argv)
     with torch.no_grad():
-        call = launcher(args.kind, args.m, args.n, args.k, args.positions)
+        call = launcher(args.kind, args.m, args.n, args.k, args.positions, args.causal)
         for _ in range(args.count):
             call()
     torch.cuda.synchronize()

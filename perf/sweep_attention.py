@@ -2,7 +2,7 @@
 what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
-                                   [--block-n 64 128] [--pingpong]
+                                   [--block-n 64 128] [--pingpong] [--dims 128 64]
 
 Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
 ping-pong softmax) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
@@ -25,10 +25,10 @@ from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
-def candidates(block_n=(128,), pingpong=False):
+def candidates(block_n=(128,), pingpong=False, dims=(128, 64)):
     return {d: [(bm, bn, persistent, pp) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
                 for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))]
-            for d in (128, 64)}
+            for d in dims}
 
 
 def spec(d, causal, bm, bn, persistent, pingpong):
@@ -50,11 +50,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--pingpong", action="store_true", help="each candidate also with the ping-pong softmax")
     ap.add_argument("--block-n", type=int, nargs="+", default=[128], help="K/V tiles to weigh")
+    ap.add_argument("--dims", type=int, nargs="+", default=[128, 64], help="head dims")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
-    configs_by_dim = candidates(tuple(args.block_n), args.pingpong)
+    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims))
     build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
         return 0

@@ -231,7 +231,7 @@ def test_rope_choice_is_constant_within_a_memo_key():
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri
     from fused_gemm.generator.attention import attention_specs
-    extra = [AttentionSpec("bf16", 256, True, 64, persistent=True),
+    extra = [AttentionSpec("bf16", 256, True, 64),
              AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True)]
     for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
@@ -244,7 +244,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
-                             ({"arch": "sm80", "pingpong": True}, "ping-pong")):
+                             ({"arch": "sm80", "pingpong": True}, "ping-pong"),
+                             ({"head_dim": 256, "block_n": 64, "persistent": True}, "shared memory")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
 

@@ -26,6 +26,8 @@ BLOCK_N = (64, 128)
 BLOCK_M = 128                         # sm90a's default Q tile: two consumer warpgroups of 64 rows
 SM90_BLOCK_M = (128, 192)             # sm90a: 64 Q rows per consumer warpgroup; three fit registers at D = 64 only
 SM80_BLOCK_M = (32, 64)               # sm80: Q rows per CTA (warps = block_m * block_n / 32^2)
+KV_STAGES = 5                         # example 88's K/V ring on sm90a (a stage holds one K or one V tile)
+SM90_SMEM_BYTES = (227 << 10) - (1 << 10)   # an sm90 CTA's shared memory, less the kernel's barriers
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,10 @@ class AttentionSpec:
                             f"consumer warpgroups), got {self.head_dim}")
         if self.head_dim == 256 and self.block_n != 64:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
+        if self.smem_bytes > SM90_SMEM_BYTES:
+            raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
+                            f"(Q tile, {KV_STAGES} K/V stages{', O tile' if self.persistent else ''}); "
+                            f"an sm90 CTA has {SM90_SMEM_BYTES >> 10} KB")
 
     def _check_sm80(self) -> None:
         if self.block_m is None:
@@ -92,6 +98,13 @@ class AttentionSpec:
             raise SpecError("sm80 attention has no persistent variant (example 41 launches one CTA per tile)")
         if self.pingpong:
             raise SpecError("sm80 attention has no ping-pong variant (example 41's warps share one tile)")
+
+    @property
+    def smem_bytes(self) -> int:
+        """sm90a: the Q tile, the K/V ring and the O tile the epilogue stages its stores in (16-bit
+        elements); without a persistent scheduler the O tile overlays the Q tile (the kernel's union)."""
+        q_and_o = (2 if self.persistent else 1) * self.block_m
+        return 2 * self.head_dim * (q_and_o + KV_STAGES * self.block_n)
 
     @property
     def o_workspace(self) -> bool:

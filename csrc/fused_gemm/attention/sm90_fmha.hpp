@@ -273,21 +273,35 @@ struct FaMainloop : Base {
   }
 };
 
-// O from the PV accumulators (already divided by the softmax sum) straight to global memory, two
-// columns per store, rows past the sequence's end skipped; LSE by one thread of each row's quad.
+// O from the PV accumulators (already divided by the softmax sum), staged in shared memory so that
+// global memory sees whole 16-byte chunks of whole rows: the accumulator layout gives a thread two
+// columns of a row per value pair, and storing those straight from registers (4-byte stores, each
+// warp store touching 8 rows) kept the load/store unit busy for a tenth of a short tile's time.
+// Rows past the sequence's end are skipped; LSE by one thread of each row's quad.
 // A sequence's rows are at o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
-template <class Element>
+template <class Element, int kHeadDim>
 struct FaEpilogue {
+  static constexpr int kRows = 64;                                   // a consumer warpgroup's Q rows
+  static constexpr int kChunks = kHeadDim * int(sizeof(Element)) / 16;   // 16-byte chunks of a row
+  static constexpr int kThreads = cutlass::NumThreadsPerWarpGroup;
+  static_assert(kChunks >= 8 && kRows * kChunks % kThreads == 0, "the swizzle spans 8 chunks of a row");
+
   struct Arguments {
     Element *o;
-    int64_t o_row, o_batch, o_head;          // strides in elements
+    int64_t o_row, o_batch, o_head;          // strides in elements; rows 16-byte aligned (Python allocates O)
     float *lse;                              // null: not written
     int64_t lse_batch, lse_head;             // rows at stride 1; varlen: start + row
     FaLengths q;
   };
   using Params = Arguments;
 
-  struct TensorStorage {};                   // no shared memory: stores go from registers
+  // One warpgroup's O tile.  Chunk c of row r sits at c ^ (r % 8): the 8 rows of a warp's 4-byte
+  // stores land in 8 different bank groups, and 8 consecutive chunks of a row still do.  Without a
+  // persistent scheduler the kernel overlays this on the mainloop's storage, where it falls on the
+  // warpgroup's own Q stage (same size): the warpgroup has read its Q by now and no one reloads it.
+  struct TensorStorage {
+    alignas(128) cute::uint128_t o[kRows * kChunks];
+  };
   using LoadPipeline = cutlass::PipelineTransactionAsync<1>;   // the kernel builds one; never used
   using PipelineStorage = typename LoadPipeline::SharedStorage;
   static constexpr int TmaTransactionBytes = 0;
@@ -299,30 +313,54 @@ struct FaEpilogue {
 
   template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
   CUTLASS_DEVICE void operator()(TileShape const &tile, BlkCoord const &wg_coord, ResultTuple const &result,
-                                 TiledMma const &tiled_mma, ProblemShape const &ps, Params const &p, LoadPipeline,
-                                 TensorStorage &) {
+                                 TiledMma const &tiled_mma, ProblemShape const &, Params const &p, LoadPipeline,
+                                 TensorStorage &storage) {
     using namespace cute;
+    static_assert(int(get<0>(TileShape{})) == kRows && int(get<1>(TileShape{})) == kHeadDim, "O tile");
     auto const &acc = get<0>(result);
     auto const &lse = get<1>(result);
     int const b = int(get<2, 0>(wg_coord)), h = int(get<2, 1>(wg_coord));
     FaSeq const seq = p.q.seq(b);
     bool const varlen = p.q.cu != nullptr;
-    int const row0 = int(get<0>(wg_coord)) * int(get<0>(tile));
-    int const d = get<4>(ps);
+    int const row0 = int(get<0>(wg_coord)) * kRows;
+    int const thread = int(threadIdx.x) % kThreads;
+    // Named barriers 1..3 past CUTLASS's reserved ones: one per consumer warpgroup (the producer is 0).
+    cutlass::arch::NamedBarrier const barrier(kThreads, cutlass::canonical_warp_group_idx());
 
-    auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x % cutlass::NumThreadsPerWarpGroup);
+    auto thr_mma = tiled_mma.get_thread_slice(thread);
     Tensor coords = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));   // (row, col) like acc
-    Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head;
+    // A thread's rows are equal mod 8 and its columns mod 8 (wgmma's accumulator layout): offsets
+    // from its first value are compile-time, and the swizzle is one XOR with a per-thread constant.
+    int const row_first = int(get<0>(coords(0))), col_first = int(get<1>(coords(0)));
+    int const swizzle = row_first % 8;
+    uint32_t *staged = reinterpret_cast<uint32_t *>(storage.o) + row_first * kChunks * 4 +
+                       col_first * int(sizeof(Element)) / 4;
     cutlass::NumericArrayConverter<Element, float, 2> convert;
+    barrier.sync();                                // the previous tile's reads of the staging tile are done
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {       // values i, i + 1 are columns c, c + 1 of one row
-      int const row = row0 + int(get<0>(coords(i)));
-      int const col = int(get<1>(coords(i)));
-      if (row < seq.len && col < d) {
-        cutlass::Array<float, 2> pair;
-        pair[0] = acc(i);
-        pair[1] = acc(i + 1);
-        *reinterpret_cast<cutlass::Array<Element, 2> *>(o + row * p.o_row + col) = convert(pair);
+      int const row = int(get<0>(coords(i))) - row_first;
+      int const chunk = (int(get<1>(coords(i))) - col_first) * int(sizeof(Element)) / 16;
+      cutlass::Array<float, 2> pair;
+      pair[0] = acc(i);
+      pair[1] = acc(i + 1);
+      cutlass::Array<Element, 2> const out = convert(pair);
+      staged[(row * kChunks + (chunk ^ swizzle)) * 4] = reinterpret_cast<uint32_t const &>(out);
+    }
+    barrier.sync();
+
+    // Whole rows out: a pass covers kThreads / kChunks rows; a thread keeps its chunk across passes.
+    constexpr int kRowsPerPass = kThreads / kChunks;
+    int const row_in_pass = thread / kChunks, chunk = thread % kChunks;
+    int const rows_left = seq.len - row0 - row_in_pass;          // this thread's rows still in the sequence
+    Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head +
+                 (row0 + row_in_pass) * p.o_row + chunk * (16 / int(sizeof(Element)));
+    CUTLASS_PRAGMA_UNROLL
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+      int const row = pass * kRowsPerPass + row_in_pass;
+      if (pass * kRowsPerPass < rows_left) {
+        *reinterpret_cast<cute::uint128_t *>(o + pass * kRowsPerPass * p.o_row) =
+            storage.o[row * kChunks + (chunk ^ (row % 8))];
       }
     }
     if (p.lse != nullptr) {
