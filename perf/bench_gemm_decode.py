@@ -3,12 +3,15 @@ on every layer of a model preset at M = 1 and 16, inside CUDA graphs, bf16, bias
 epilogue).
 
     python perf/bench_gemm_decode.py [--preset llama3-8b] [--m 1 16] [--splits 1 2 4] [--json results.json]
+                                     [--configs NAME ..] [--variants DIR]
 
 Per shape: the decode kernel's configs (the tuner's candidates, with its own K split and forced splits of
 2 and 4, or those --splits names), linear as shipped (the tuned table's or the heuristic's kernel) and
 torch.mm (no epilogue), timed interleaved in shuffled order with rotated weights larger than L2; times over the HBM floor
 (weight bytes / the copy bandwidth measured first: issue 9's decode bar is <= 1.2x) and ratios per
-repetition against linear.  Every variant's output is checked against float64 first.
+repetition against linear.  Every variant's output is checked against float64 first.  --configs
+limits the decode configs timed; --variants DIR adds builds of a kernel edit (perf/build_variants.py:
+DIR/<name>/lib.so and uri.txt, decode kernels with this epilogue), with the kernel's own K split.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import argparse
 import json
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -23,8 +27,11 @@ import torch.nn.functional as F
 import fused_gemm
 from fused_gemm.bench.models import layers
 from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
-from fused_gemm.generator import GemmSpec, LaunchOptions
+from fused_gemm.generator import GemmSpec, LaunchOptions, spec_from_uri
 from fused_gemm.generator.gemm.presets import decode_configs
+from fused_gemm.generator.registry import family_of
+from fused_gemm.gemm.op import GemmOp
+from fused_gemm.library import KernelLibrary
 
 EPILOGUE = "bias+gelu_tanh"
 SPLITS = (1, 2, 4)   # 1: the kernel's own choice
@@ -34,7 +41,17 @@ def reference(x, w, b):
     return F.gelu(x.double() @ w.double().T + b.double(), approximate="tanh")
 
 
-def shape_rows(n, k, m, floor_s, splits_list):
+def load_variants(folder):
+    """name -> op for every DIR/<name>/lib.so (its URI in DIR/<name>/uri.txt)."""
+    ops = {}
+    for d in sorted(p for p in folder.iterdir() if (p / "lib.so").is_file()):
+        uri = (d / "uri.txt").read_text().strip()
+        spec = spec_from_uri(uri)
+        ops[d.name] = GemmOp(spec, KernelLibrary(d / "lib.so", family_of(spec), uri))
+    return ops
+
+
+def shape_rows(n, k, m, floor_s, splits_list, configs=None, variant_ops=None):
     per_set = n * k * 2 + n * 2 + m * k * 2
     sets = []
     for _ in range(rotation_count(per_set)):
@@ -48,19 +65,19 @@ def shape_rows(n, k, m, floor_s, splits_list):
     }
     errors = {"linear": float((fused_gemm.linear(*sets[0][:2], sets[0][2], "gelu_tanh").double()
                                - reference(*sets[0])).norm() / reference(*sets[0]).norm())}
-    for config in decode_configs():
-        if m > config.tokens:
-            continue
-        op = fused_gemm.compile(GemmSpec("bf16", epilogue=EPILOGUE, config=config))
-        for splits in splits_list:
-            launch = LaunchOptions(splits=splits, pdl=True)
-            name = f"{config.name} s{splits if splits > 1 else '-auto'}"
-            got = op(*sets[0][:2], sets[0][2], "gelu_tanh", launch=launch)
-            ref = reference(*sets[0])
-            errors[name] = float((got.double() - ref).norm() / ref.norm())
-            variants[name] = [lambda s=s, o=o, launch=launch, op=op: op(*s[:2], s[2], "gelu_tanh", out=o,
-                                                                        launch=launch)
-                              for s, o in zip(sets, outs)]
+    timed = [(f"{config.name} s{splits if splits > 1 else '-auto'}",
+              fused_gemm.compile(GemmSpec("bf16", epilogue=EPILOGUE, config=config)), splits)
+             for config in decode_configs() if m <= config.tokens and (not configs or config.name in configs)
+             for splits in splits_list]
+    timed += [(name, op, 1) for name, op in (variant_ops or {}).items() if m <= op.spec.config.tokens]
+    for name, op, splits in timed:
+        launch = LaunchOptions(splits=splits, pdl=True)
+        got = op(*sets[0][:2], sets[0][2], "gelu_tanh", launch=launch)
+        ref = reference(*sets[0])
+        errors[name] = float((got.double() - ref).norm() / ref.norm())
+        variants[name] = [lambda s=s, o=o, launch=launch, op=op: op(*s[:2], s[2], "gelu_tanh", out=o,
+                                                                    launch=launch)
+                          for s, o in zip(sets, outs)]
     samples = time_samples(variants, graph=True, reps=15, min_calls=64)
     over = paired_ratios(samples, "linear")
     rows = []
@@ -79,8 +96,11 @@ def main(argv=None) -> int:
     ap.add_argument("--m", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--splits", type=int, nargs="*", default=list(SPLITS), help="K splits to force (1: the kernel's own)")
     ap.add_argument("--json")
+    ap.add_argument("--configs", nargs="+", help="decode config names to time (default: every one)")
+    ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     require_gpu("bench_gemm_decode")
+    variant_ops = load_variants(args.variants) if args.variants else {}
     bandwidth = copy_bandwidth()
     warm_gpu()
     rows = []
@@ -88,7 +108,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for (n, k), layer in reversed(list(shapes.items())):
             for m in args.m:
-                for r in shape_rows(n, k, m, n * k * 2 / bandwidth, args.splits):
+                for r in shape_rows(n, k, m, n * k * 2 / bandwidth, args.splits, args.configs, variant_ops):
                     rows.append({"layer": layer, **r})
     if args.json:
         with open(args.json, "w") as f:
