@@ -25,18 +25,19 @@ from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
-def candidates(block_n=(128,), pingpong=False, dims=(128, 64)):
-    return {d: [(bm, bn, persistent, pp) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
-                for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))]
+def candidates(block_n=(128,), pingpong=False, dims=(128, 64), overlap=False):
+    return {d: [(bm, bn, persistent, pp, ovl) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
+                for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))
+                for ovl in ((False, True) if overlap and not pp else (False,))]
             for d in dims}
 
 
-def spec(d, causal, bm, bn, persistent, pingpong):
-    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong)
+def spec(d, causal, bm, bn, persistent, pingpong, overlap=False):
+    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong, overlap=overlap)
 
 
-def name(bm, bn, persistent, pingpong):
-    return f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}"
+def name(bm, bn, persistent, pingpong, overlap=False):
+    return f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}{'-ovl' if overlap else ''}"
 
 
 def specs(configs_by_dim=None):
@@ -51,11 +52,12 @@ def main(argv=None) -> int:
     ap.add_argument("--pingpong", action="store_true", help="each candidate also with the ping-pong softmax")
     ap.add_argument("--block-n", type=int, nargs="+", default=[128], help="K/V tiles to weigh")
     ap.add_argument("--dims", type=int, nargs="+", default=[128, 64], help="head dims")
+    ap.add_argument("--overlap", action="store_true", help="each candidate also with the overlapped mainloop")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
-    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims))
+    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims), args.overlap)
     build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
         return 0

@@ -232,7 +232,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri
     from fused_gemm.generator.attention import attention_specs
     extra = [AttentionSpec("bf16", 256, True, 64),
-             AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True)]
+             AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True),
+             AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True)]
     for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
         source = render(spec)
@@ -240,12 +241,16 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
         assert f"_{spec.head_dim}>;" in source
         assert ("kIsMainloopLocked, true_type" in source) == spec.pingpong
         assert ("FaCausalPersistentScheduler;" in source) == (spec.persistent and spec.causal)
+        assert ("Mask, true>;" in source) == spec.overlap
+    assert extra[2].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl"
     assert extra[1].uri == "attention_sm90a_bf16_d128_causal_bn128_persist_pingpong"
     assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
                              ({"arch": "sm80", "pingpong": True}, "ping-pong"),
-                             ({"head_dim": 256, "block_n": 64, "persistent": True}, "shared memory")):
+                             ({"head_dim": 256, "block_n": 64, "persistent": True}, "shared memory"),
+                             ({"pingpong": True, "overlap": True}, "pick one"),
+                             ({"arch": "sm80", "overlap": True}, "overlapped")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
 

@@ -15,8 +15,10 @@ def add_arguments(g) -> None:
                    help="Q rows per CTA (default: 128 on sm90a, by head dim on sm80)")
     g.add_argument("--pingpong", action="store_true",
                    help="sm90a: consumer warpgroups take turns at the softmax (example 88's kIsMainloopLocked)")
+    g.add_argument("--overlap", action="store_true",
+                   help="sm90a: a warpgroup's softmax runs under its own previous PV GEMM (FA3's pipelining)")
 
 
 def spec_from_args(args) -> AttentionSpec:
     return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent,
-                         args.attention_arch, args.block_m, args.pingpong)
+                         args.attention_arch, args.block_m, args.pingpong, args.overlap)

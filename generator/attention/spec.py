@@ -47,6 +47,9 @@ class AttentionSpec:
     ``pingpong`` (sm90a only): the consumer warpgroups take turns at the softmax (example 88's
     kIsMainloopLocked, FA3's inter-warpgroup ping-pong; not example 88's "Pingpong" kernel, which is
     its persistent one), so one's softmax runs while the others' GEMMs keep the tensor cores busy.
+
+    ``overlap`` (sm90a only, not with ``pingpong``): each warpgroup issues a step's QK^T and the previous
+    step's PV together and runs its softmax while the PV computes (FA3's intra-warpgroup pipelining).
     """
     family = "attention"
 
@@ -58,6 +61,7 @@ class AttentionSpec:
     arch: str = "sm90a"
     block_m: Optional[int] = None     # None: the arch's default (see above)
     pingpong: bool = False
+    overlap: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -84,6 +88,8 @@ class AttentionSpec:
                             f"consumer warpgroups), got {self.head_dim}")
         if self.head_dim == 256 and self.block_n != 64:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
+        if self.overlap and self.pingpong:
+            raise SpecError("overlap and pingpong are two different mainloops: pick one")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
                             f"(Q tile, {KV_STAGES} K/V stages{', O tile' if self.persistent else ''}); "
@@ -98,6 +104,8 @@ class AttentionSpec:
             raise SpecError("sm80 attention has no persistent variant (example 41 launches one CTA per tile)")
         if self.pingpong:
             raise SpecError("sm80 attention has no ping-pong variant (example 41's warps share one tile)")
+        if self.overlap:
+            raise SpecError("sm80 attention has no overlapped mainloop (example 41's)")
 
     @property
     def smem_bytes(self) -> int:
@@ -127,7 +135,7 @@ class AttentionSpec:
     def uri(self) -> str:
         mask = "_causal" if self.causal else ""
         persist = "_persist" if self.persistent else ""
-        pingpong = "_pingpong" if self.pingpong else ""
+        pingpong = "_pingpong" if self.pingpong else "_ovl" if self.overlap else ""
         tile = f"_bm{self.block_m}" if self.arch != "sm90a" or self.block_m != BLOCK_M else ""   # URIs as before
         return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}{pingpong}"
 
@@ -135,8 +143,8 @@ class AttentionSpec:
     def from_uri(cls, uri: str) -> "AttentionSpec":
         return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
             g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
-            None if g["bm"] is None else int(g["bm"]), g["pingpong"] is not None))
+            None if g["bm"] is None else int(g["bm"]), g["pingpong"] == "_pingpong", g["pingpong"] == "_ovl"))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
-                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<pingpong>_pingpong)?$")
+                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<pingpong>_pingpong|_ovl)?$")

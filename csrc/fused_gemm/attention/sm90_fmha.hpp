@@ -104,8 +104,9 @@ struct FaMask {
 
 // Example 88's warp-specialized mainloop with our loads (GQA, varlen) and per-sequence problem sizes.
 // Q is loaded by its own producer warp (Option kLoadsQSeparately).  Fusion is Base's mask.
-template <class Base, class Fusion>
+template <class Base, class Fusion, bool kFaOverlap = false>
 struct FaMainloop : Base {
+  using typename Base::Element;
   using typename Base::MainloopPipeline;
   using typename Base::MainloopPipelineQ;
   using typename Base::PipelineState;
@@ -266,10 +267,170 @@ struct FaMainloop : Base {
     }
   }
 
-  template <class BlkCoord, class ProblemShape, class... Rest>
-  CUTLASS_DEVICE auto compute(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
-                              Rest &...rest) {
-    return Base::compute(blk, wg, params, sequence_problem(params, ps, blk), rest...);
+  // Example 88's mainloop waits for a step's QK^T and the previous step's PV together, so a warpgroup's
+  // softmax overlaps only the other warpgroup's GEMMs.  Here (FA3's intra-warpgroup pipelining) step j
+  // issues S_j = Q K_j^T and then O += P_{j-1} V_{j-1}, waits for S_j alone and runs its softmax while
+  // that PV is on the tensor cores; O is rescaled once the PV is done.  P_{j-1} (16-bit) and S_j
+  // (fp32) are live together: 32 more registers a thread.  kOverlap false: example 88's own loop.
+  template <class BlkCoord, class ProblemShape, class PipelineReducer, class PipelineStateReducer, class OrderBarrier>
+  CUTLASS_DEVICE auto compute(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps_all,
+                              MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
+                              MainloopPipelineQ &pipeline_q, PipelineStateQ &smem_pipe_read_q,
+                              PipelineReducer &pipeline_reducer, PipelineStateReducer &smem_pipe_write_reducer,
+                              SharedStorage &storage, OrderBarrier &math_wg_order_barrier) {
+    auto const ps = sequence_problem(params, ps_all, blk);
+    if constexpr (!kOverlap) {
+      return Base::compute(blk, wg, params, ps, pipeline, smem_pipe_read, pipeline_q, smem_pipe_read_q,
+                           pipeline_reducer, smem_pipe_write_reducer, storage, math_wg_order_barrier);
+    } else {
+      return overlapped(blk, wg, params, ps, pipeline, smem_pipe_read, pipeline_q, smem_pipe_read_q, storage,
+                        math_wg_order_barrier);
+    }
+  }
+
+  static constexpr bool kOverlap = kFaOverlap && !Base::kIsMainloopLocked;
+
+  template <class BlkCoord, class ProblemShape, class OrderBarrier>
+  CUTLASS_DEVICE auto overlapped(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
+                                 MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
+                                 MainloopPipelineQ &pipeline_q, PipelineStateQ &smem_pipe_read_q,
+                                 SharedStorage &storage, OrderBarrier &math_wg_order_barrier) {
+    using namespace cute;
+    using namespace cutlass::fmha::collective;
+    using TiledMmaQK = typename Base::TiledMmaQK;
+    using TiledMmaPV = typename Base::TiledMmaPV;
+    int const thread_idx = int(threadIdx.x);
+
+    TiledMmaQK tiled_mma_qk;
+    auto thr_mma_qk = tiled_mma_qk.get_thread_slice(thread_idx);
+    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Base::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Base::SmemLayoutK{});
+    Tensor tSrQ = thr_mma_qk.make_fragment_A(thr_mma_qk.partition_A(sQ));
+    Tensor tSrK = thr_mma_qk.make_fragment_B(thr_mma_qk.partition_B(sK));
+    TiledMmaPV tiled_mma_pv;
+    auto thr_mma_pv = tiled_mma_pv.get_thread_slice(thread_idx);
+    Tensor sV = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Base::SmemLayoutV{});
+    Tensor tOrV = thr_mma_pv.make_fragment_B(thr_mma_pv.partition_B(sV));
+
+    int const trip = Fusion{}.get_trip_count(blk, TileShape{}, ps);
+    int const unmasked = Fusion{}.get_unmasked_trip_count(blk, TileShape{}, ps);
+
+    Tensor cP = make_identity_tensor(take<0, 2>(TileShapeQK{}));
+    Tensor tPcP = thr_mma_qk.partition_C(cP);
+    tPcP.data() = tPcP.data() + E<0>{} * get<0>(wg) * get<0>(TileShapeQK{});
+
+    Tensor acc_pv = partition_fragment_C(tiled_mma_pv, take<0, 2>(TileShapePV{}));
+    Tensor acc_qk = partition_fragment_C(tiled_mma_qk, take<0, 2>(TileShapeQK{}));
+    CollectiveSoftmax<float, Fusion, Params> softmax{params};
+    auto state = softmax.init(acc_pv, tiled_mma_pv);
+    auto &s_max = get<0>(state);
+    auto &a_sum = get<1>(state);
+    auto const target = reduction_target_n(tiled_mma_qk);
+    constexpr int kTargetRank = decltype(rank(target))::value;
+    float const scale = params.scale_softmax_log2;
+
+    // Row maxima over S's columns and the row's quad (the reduction target), then P = exp2(scale * (S - max)),
+    // and this thread's share of each row's sum.  Returns exp2(scale * (old max - new max)) per row.
+    auto softmax_step = [&](auto &acc, bool first) {
+      Tensor acc_mn = make_tensor(acc.data(), layout_acc_mn(tiled_mma_qk, acc.layout()));
+      Tensor correction = make_fragment_like(s_max);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size<0>(acc_mn); ++i) {
+        float m = first ? acc_mn(i, 0) : s_max(i);
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < size<1>(acc_mn); ++j) m = ::fmaxf(m, acc_mn(i, j));
+        for_each(make_seq<kTargetRank>{}, [&](auto r) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 1; j < shape<r>(target); j *= 2) {
+            m = ::fmaxf(m, __shfl_xor_sync(0xffffffffu, m, stride<r>(target) * j));
+          }
+        });
+        float const m_used = m == -INFINITY ? 0.f : m;
+        correction(i) = first ? 1.f : ::exp2f((s_max(i) - m_used) * scale);
+        s_max(i) = m;
+        float sum = 0.f;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < size<1>(acc_mn); ++j) {
+          acc_mn(i, j) = ::exp2f(scale * acc_mn(i, j) - scale * m_used);
+          sum += acc_mn(i, j);
+        }
+        a_sum(i) = first ? sum : a_sum(i) * correction(i) + sum;
+      }
+      return correction;
+    };
+
+    PipelineStateQ const q_stage = smem_pipe_read_q;
+    pipeline_q.consumer_wait(smem_pipe_read_q);
+
+    // Step 0: S_0 alone (ordered against the other warpgroup's first QK^T, as example 88 orders them).
+    pipeline.consumer_wait(smem_pipe_read);
+    math_wg_order_barrier.wait();
+    warpgroup_fence_operand(acc_qk);
+    warpgroup_arrive();
+    gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
+    warpgroup_commit_batch();
+    math_wg_order_barrier.arrive();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_qk);
+    pipeline.consumer_release(smem_pipe_read);              // K_0
+    ++smem_pipe_read;
+    PipelineState v_stage = smem_pipe_read;                  // V_0
+    ++smem_pipe_read;
+    if (unmasked <= 0) Fusion{}.before_softmax(acc_qk, tPcP, ps);
+    softmax_step(acc_qk, true);
+    auto p_prev = make_acc_into_op<Element>(acc_qk, typename TiledMmaPV::LayoutA_TV{});
+
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (int j = 1; j < trip; ++j) {
+      tPcP.data() = tPcP.data() + E<1>{} * get<1>(TileShapeQK{});
+      pipeline.consumer_wait(smem_pipe_read);                // K_j
+      warpgroup_fence_operand(acc_qk);
+      warpgroup_arrive();
+      gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
+      warpgroup_commit_batch();
+      pipeline.consumer_wait(v_stage);                       // V_{j-1}
+      warpgroup_fence_operand(acc_pv);
+      warpgroup_fence_operand(p_prev);
+      warpgroup_arrive();
+      // One code path for the first PV (which zeroes O) and the rest: a branch between wgmma.fence and
+      // the MMAs made ptxas fence again (C7519).
+      tiled_mma_pv.accumulate_ = j == 1 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+      gemm_reset_zero_acc(tiled_mma_pv, p_prev, tOrV(_, _, _, v_stage.index()), acc_pv);
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();                                   // S_j is in; the PV may still run
+      warpgroup_fence_operand(acc_qk);
+      pipeline.consumer_release(smem_pipe_read);             // K_j
+      ++smem_pipe_read;
+      if (j >= unmasked) Fusion{}.before_softmax(acc_qk, tPcP, ps);
+      auto correction = softmax_step(acc_qk, false);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_pv);
+      warpgroup_fence_operand(p_prev);
+      pipeline.consumer_release(v_stage);                    // V_{j-1}
+      v_stage = smem_pipe_read;                              // V_j
+      ++smem_pipe_read;
+      Tensor acc_pv_mn = make_tensor(acc_pv.data(), layout_acc_mn(tiled_mma_pv, acc_pv.layout()));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size<0>(acc_pv_mn); ++i) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(acc_pv_mn); ++c) acc_pv_mn(i, c) *= correction(i);
+      }
+      p_prev = make_acc_into_op<Element>(acc_qk, typename TiledMmaPV::LayoutA_TV{});
+    }
+
+    pipeline.consumer_wait(v_stage);                         // V_last
+    warpgroup_fence_operand(acc_pv);
+    warpgroup_fence_operand(p_prev);
+    warpgroup_arrive();
+    tiled_mma_pv.accumulate_ = trip == 1 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+    gemm_reset_zero_acc(tiled_mma_pv, p_prev, tOrV(_, _, _, v_stage.index()), acc_pv);
+    warpgroup_commit_batch();
+    if (Base::kIsPersistent) pipeline_q.consumer_release(q_stage);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_pv);
+    if (Base::kIsPersistent) pipeline.consumer_release(v_stage);
+    Tensor lse = softmax.tail(state, acc_pv, tiled_mma_pv);
+    return make_tuple(acc_pv, lse);
   }
 };
 
