@@ -16,7 +16,7 @@ def add_arguments(g) -> None:
     g.add_argument("--pingpong", action="store_true",
                    help="sm90a: consumer warpgroups take turns at the softmax (example 88's kIsMainloopLocked)")
     g.add_argument("--overlap", action="store_true",
-                   help="sm90a: a warpgroup's softmax runs under its own previous PV GEMM (FA3's pipelining)")
+                   help="sm90a: a warpgroup issues a step's QK^T and the previous step's PV back to back")
 
 
 def spec_from_args(args) -> AttentionSpec:

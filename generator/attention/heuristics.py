@@ -16,8 +16,8 @@ H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
 
 Re-swept on the H100 at 1k and 4k after the epilogue began staging O in shared memory (2026-11-24):
 every kernel gained, the persistent ones most (D = 128 1k 1.00x vs 0.89x, causal 0.94x vs 0.84x;
-D = 64 1k 1.00x vs 0.87x), and the same rows win.  The overlapped mainloop (a warpgroup's softmax
-under its own PV GEMM) then wins where tiles are short: D = 64 up to 2k (1.01x vs 0.99x; causal
+D = 64 1k 1.00x vs 0.87x), and the same rows win.  The overlapped mainloop (a warpgroup issues step j's
+QK^T and step j-1's PV back to back) then wins where tiles are short: D = 64 up to 2k (1.01x vs 0.99x; causal
 0.89x vs 0.84x) and D = 128 causal up to 1k (0.99x vs 0.95x); it loses 2-8% at D = 128 elsewhere
 and ties at D = 64 from 4k on (perf/results/h100_sweep_attention.txt).
 

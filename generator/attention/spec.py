@@ -49,7 +49,8 @@ class AttentionSpec:
     its persistent one), so one's softmax runs while the others' GEMMs keep the tensor cores busy.
 
     ``overlap`` (sm90a only, not with ``pingpong``): each warpgroup issues a step's QK^T and the previous
-    step's PV together and runs its softmax while the PV computes (FA3's intra-warpgroup pipelining).
+    step's PV back to back, as FA3's intra-warpgroup pipelining does.  (The softmax was meant to run
+    under that PV; ptxas moves the PV's wait above it, see FaMainloop::compute.)
     """
     family = "attention"
 

@@ -8,8 +8,9 @@
 //     and LSE = +inf);
 //   * FaMainloop: a caller-given softmax scale; GQA/MQA by reading K/V head h / (Hq / Hkv) (no
 //     copy); variable-length packed batches (cu_seqlens); per-sequence lengths for the masks;
-//   * FaEpilogue: O stored from registers with per-sequence bounds (any Sq, varlen), LSE only when
-//     asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
+//   * FaMainloop::overlapped: a second mainloop for short tiles, QK^T(j) and PV(j-1) issued together;
+//   * FaEpilogue: O staged in shared memory and stored as whole rows, with per-sequence bounds (any
+//     Sq, varlen), LSE only when asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
 //   * FaTileScheduler: one CTA per (Q tile, head, batch), heaviest tiles first when causal;
 //   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles heaviest first, heads in
 //     L2-sized sections (example 88's persistent order serves the unmasked kernels).
@@ -267,11 +268,14 @@ struct FaMainloop : Base {
     }
   }
 
-  // Example 88's mainloop waits for a step's QK^T and the previous step's PV together, so a warpgroup's
-  // softmax overlaps only the other warpgroup's GEMMs.  Here (FA3's intra-warpgroup pipelining) step j
-  // issues S_j = Q K_j^T and then O += P_{j-1} V_{j-1}, waits for S_j alone and runs its softmax while
-  // that PV is on the tensor cores; O is rescaled once the PV is done.  P_{j-1} (16-bit) and S_j
-  // (fp32) are live together: 32 more registers a thread.  kOverlap false: example 88's own loop.
+  // Example 88's mainloop issues a step's QK^T, waits for it, runs the softmax, then issues that step's
+  // PV.  Here step j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, as FA3's
+  // intra-warpgroup pipelining does, waits for S_j (wait<1>), runs its softmax, waits for the PV and
+  // rescales O.  The softmax was meant to run under the PV, but ptxas (nvcc 13.0) hoists the second
+  // wait above it (SASS: no MUFU.EX2 between DEPBAR.LE 1 and DEPBAR.LE 0): what this loop gains over
+  // example 88's is the back-to-back issue, measured on short tiles (generator/attention/heuristics.py).
+  // P_{j-1} (16-bit) and S_j (fp32) are live together: 32 more registers a thread.  kOverlap false:
+  // example 88's own loop.
   template <class BlkCoord, class ProblemShape, class PipelineReducer, class PipelineStateReducer, class OrderBarrier>
   CUTLASS_DEVICE auto compute(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps_all,
                               MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
@@ -485,7 +489,7 @@ struct FaEpilogue {
     bool const varlen = p.q.cu != nullptr;
     int const row0 = int(get<0>(wg_coord)) * kRows;
     int const thread = int(threadIdx.x) % kThreads;
-    // Named barriers 1..3 past CUTLASS's reserved ones: one per consumer warpgroup (the producer is 0).
+    // One named barrier per consumer warpgroup: ids 1..3 past CUTLASS's 8 reserved ones (9..11).
     cutlass::arch::NamedBarrier const barrier(kThreads, cutlass::canonical_warp_group_idx());
 
     auto thr_mma = tiled_mma.get_thread_slice(thread);
