@@ -27,11 +27,11 @@ import torch.nn.functional as F
 import fused_gemm
 from fused_gemm.bench.models import layers
 from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
-from fused_gemm.generator import GemmSpec, LaunchOptions, spec_from_uri
+from fused_gemm.generator import GemmSpec, LaunchOptions
 from fused_gemm.generator.gemm.presets import decode_configs
-from fused_gemm.generator.registry import family_of
 from fused_gemm.gemm.op import GemmOp
-from fused_gemm.library import KernelLibrary
+
+from build_variants import load_builds   # perf/, beside this script
 
 EPILOGUE = "bias+gelu_tanh"
 SPLITS = (1, 2, 4)   # 1: the kernel's own choice
@@ -39,16 +39,6 @@ SPLITS = (1, 2, 4)   # 1: the kernel's own choice
 
 def reference(x, w, b):
     return F.gelu(x.double() @ w.double().T + b.double(), approximate="tanh")
-
-
-def load_variants(folder):
-    """name -> op for every DIR/<name>/lib.so (its URI in DIR/<name>/uri.txt)."""
-    ops = {}
-    for d in sorted(p for p in folder.iterdir() if (p / "lib.so").is_file()):
-        uri = (d / "uri.txt").read_text().strip()
-        spec = spec_from_uri(uri)
-        ops[d.name] = GemmOp(spec, KernelLibrary(d / "lib.so", family_of(spec), uri))
-    return ops
 
 
 def shape_rows(n, k, m, floor_s, splits_list, configs=None, variant_ops=None):
@@ -100,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     require_gpu("bench_gemm_decode")
-    variant_ops = load_variants(args.variants) if args.variants else {}
+    variant_ops = {name: GemmOp(*build) for name, build in load_builds(args.variants).items()} if args.variants else {}
     bandwidth = copy_bandwidth()
     warm_gpu()
     rows = []

@@ -20,6 +20,7 @@ from pathlib import Path
 from fused_gemm.generator import render, spec_from_uri
 from fused_gemm.generator.build import performance_problems, toolchain
 from fused_gemm.generator.registry import family_of
+from fused_gemm.library import KernelLibrary
 
 
 def build_one(folder: Path, uri: str, flags, shadow) -> str:
@@ -39,6 +40,16 @@ def build_one(folder: Path, uri: str, flags, shadow) -> str:
     (folder / "uri.txt").write_text(uri + "\n")
     problems = performance_problems(log)
     return f"{folder.name}: {uri}" + (f"  PROBLEMS: {'; '.join(problems)}" if problems else "")
+
+
+def load_builds(folder: Path):
+    """name -> (spec, library) for every DIR/<name>/lib.so this script built (its URI in uri.txt)."""
+    builds = {}
+    for d in sorted(p for p in folder.iterdir() if (p / "lib.so").is_file()):
+        uri = (d / "uri.txt").read_text().strip()
+        spec = spec_from_uri(uri)
+        builds[d.name] = (spec, KernelLibrary(d / "lib.so", family_of(spec), uri))
+    return builds
 
 
 def main(argv=None) -> int:

@@ -6,8 +6,8 @@ Each cell: microseconds per call and its ratio to the int4 HBM floor (codes + sc
 bandwidth), every (config, splits) of a row timed interleaved.  Splits 0 is the launcher's own
 choice; 2..8 a cluster of that many CTAs along K.  Informational: which decode shape and split a
 table should take (preset 'int4-sweep' builds the configs).  --variants DIR adds builds of a kernel
-edit side by side: DIR/<name>/lib.so, the cache entry's kernel.cu (bf16 s4, no epilogue) compiled with
-the nvcc line of its build.log, and DIR/<name>/uri.txt, the entry's URI.
+edit side by side (perf/build_variants.py: DIR/<name>/lib.so and uri.txt; int4 decode kernels, bf16 s4,
+no epilogue).
 """
 from __future__ import annotations
 
@@ -20,25 +20,15 @@ import torch
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.bench.timing import compare, copy_bandwidth, require_gpu, rotation_count, warm_gpu
-from fused_gemm.generator import LaunchOptions, spec_from_uri
+from fused_gemm.generator import LaunchOptions
 from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig, Int4Spec
-from fused_gemm.generator.registry import family_of
 from fused_gemm.int4.op import Int4Op
-from fused_gemm.library import KernelLibrary
+
+from build_variants import load_builds   # perf/, beside this script
 
 SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336)]     # (N, K), Llama-3-8B: bench_int4's
 GROUP = 128
-
-
-def load_variants(folder: Path):
-    """name -> (tokens, op) for every DIR/<name>/lib.so (its URI in DIR/<name>/uri.txt)."""
-    ops = {}
-    for d in sorted(p for p in folder.iterdir() if (p / "lib.so").is_file()):
-        uri = (d / "uri.txt").read_text().strip()
-        spec = spec_from_uri(uri)
-        ops[d.name] = (spec.config.tokens, Int4Op(spec, KernelLibrary(d / "lib.so", family_of(spec), uri)))
-    return ops
 
 
 def row(m: int, n: int, k: int, configs, splits, bandwidth: float):
@@ -73,7 +63,8 @@ def main(argv=None) -> int:
     else:   # with --variants, only they
         configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS)
     ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", "s4", config=c))) for c in configs}
-    ops.update(load_variants(args.variants) if args.variants else {})
+    ops.update({name: (spec.config.tokens, Int4Op(spec, library))
+                for name, (spec, library) in load_builds(args.variants).items()} if args.variants else {})
     bandwidth = copy_bandwidth()
     warm_gpu()
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; int4 decode kernels in "

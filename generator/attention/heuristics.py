@@ -1,7 +1,7 @@
 """Which attention kernel serves which problem: a table, not code.  Per (arch, head dim, causal),
 rows of (largest Sq served, Q tile, K/V tile, persistent, overlapped mainloop), the first that covers
-Sq wins (Q tile None: the arch's default).  From perf/sweep_attention.py on an H100 and an H200 (bf16, B*S = 16k tokens,
-H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
+Sq wins (Q tile None: the arch's default).  From perf/sweep_attention.py on an H100 and an H200 (bf16,
+B*S = 16k tokens, H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
 
   * without a mask the persistent kernel wins (its next tile's loads overlap this one's epilogue):
     D = 128 1k 0.90-0.92x cuDNN against 0.84, 8k 1.03x against 1.01x (H100);
@@ -16,9 +16,9 @@ H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
 
 Re-swept on the H100 at 1k and 4k after the epilogue began staging O in shared memory (2026-11-24):
 every kernel gained, the persistent ones most (D = 128 1k 1.00x vs 0.89x, causal 0.94x vs 0.84x;
-D = 64 1k 1.00x vs 0.87x), and the same rows win.  The overlapped mainloop (a warpgroup issues step j's
-QK^T and step j-1's PV back to back) then wins where tiles are short: D = 64 up to 2k (1.01x vs 0.99x; causal
-0.89x vs 0.84x) and D = 128 causal up to 1k (0.99x vs 0.95x); it loses 2-8% at D = 128 elsewhere
+D = 64 1k 1.00x vs 0.87x), and the same rows win.  The overlapped mainloop (a warpgroup issues step
+j's QK^T and step j-1's PV back to back) then wins where tiles are short: D = 64 up to 2k (1.01x vs
+0.99x; causal 0.89x vs 0.84x) and D = 128 causal up to 1k (0.99x vs 0.95x); it loses 2-8% at D = 128 elsewhere
 and ties at D = 64 from 4k on (perf/results/h100_sweep_attention.txt).
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
@@ -35,7 +35,8 @@ ANY = 1 << 31
 Row = Tuple[int, Optional[int], int, bool, bool]      # (max Sq, block_m, block_n, persistent, overlap)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 64, False): ((2048, None, 128, True, True), (ANY, 192, 128, True, False)),
-    ("sm90a", 64, True): ((2048, None, 128, True, True), (4096, 192, 128, True, False), (ANY, 192, 128, False, False)),
+    ("sm90a", 64, True): ((2048, None, 128, True, True), (4096, 192, 128, True, False),
+                          (ANY, 192, 128, False, False)),
     ("sm90a", 128, False): ((ANY, None, 128, True, False),),
     ("sm90a", 128, True): ((1024, None, 128, True, True), (ANY, None, 128, True, False)),
     ("sm90a", 256, False): ((ANY, None, 64, False, False),),

@@ -23,8 +23,8 @@ def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
 
 def variants() -> List[AttentionSpec]:
     """One kernel of each kind perf/sweep_attention.py weighs (the causal persistent order, the
-    ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not): tests/test_attention.py runs them
-    directly on shapes the table's length rows would not send them, so that a table change never
+    ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not):
+    tests/test_attention.py runs them directly on shapes the table's length rows would not send them, so that a table change never
     picks an untested kind."""
     return [AttentionSpec("bf16", 128, True, 128, True),
             AttentionSpec("bf16", 128, True, 128, True, pingpong=True),

@@ -136,16 +136,16 @@ class AttentionSpec:
     def uri(self) -> str:
         mask = "_causal" if self.causal else ""
         persist = "_persist" if self.persistent else ""
-        pingpong = "_pingpong" if self.pingpong else "_ovl" if self.overlap else ""
+        mainloop = "_pingpong" if self.pingpong else "_ovl" if self.overlap else ""
         tile = f"_bm{self.block_m}" if self.arch != "sm90a" or self.block_m != BLOCK_M else ""   # URIs as before
-        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}{pingpong}"
+        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}{mainloop}"
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
         return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
             g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
-            None if g["bm"] is None else int(g["bm"]), g["pingpong"] == "_pingpong", g["pingpong"] == "_ovl"))
+            None if g["bm"] is None else int(g["bm"]), g["mainloop"] == "_pingpong", g["mainloop"] == "_ovl"))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
-                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<pingpong>_pingpong|_ovl)?$")
+                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<mainloop>_pingpong|_ovl)?$")
