@@ -2,11 +2,13 @@
 what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
-                                   [--block-n 64 128] [--pingpong] [--dims 128 64]
+                                   [--block-n 64 128] [--pingpong] [--dims 128 64] [--overlap]
+                                   [--variants DIR]
 
 Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
 ping-pong softmax) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
-TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.
+TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.  --variants DIR adds builds of
+a kernel edit (perf/build_variants.py: DIR/<name>/lib.so) to the rows of their head dim and mask.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import torch
 import fused_gemm
 from fused_gemm.generator import AttentionSpec, build_many
 from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa
+from build_variants import load_builds   # perf/, beside this script
 from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
@@ -54,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", type=int, nargs="+", default=[128, 64], help="head dims")
     ap.add_argument("--overlap", action="store_true", help="each candidate also with the overlapped mainloop")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
+    ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
@@ -61,6 +65,11 @@ def main(argv=None) -> int:
     build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
         return 0
+    variant_ops = {}
+    if args.variants:
+        from fused_gemm.attention.op import AttentionOp
+        variant_ops = {n: (spec_, AttentionOp(spec_, lib)) for n, (spec_, lib) in load_builds(args.variants).items()
+                       if spec_.dtype == "bf16"}
     warm_gpu()
     rows = []
     with torch.no_grad():
@@ -73,6 +82,9 @@ def main(argv=None) -> int:
                     for config in configs:
                         op = fused_gemm.compile(spec(d, causal, *config))
                         variants[name(*config)] = [lambda op=op: op(q, k, v)]
+                    for label, (spec_, op) in variant_ops.items():
+                        if (spec_.head_dim, spec_.causal) == (d, causal):
+                            variants[label] = [lambda op=op: op(q, k, v)]
                     want = variants["cudnn"][0]().transpose(1, 2).float()   # SDPA gives [B, H, S, D]
                     err = max(float((fn()[0].float() - want).norm() / want.norm())
                               for label, (fn,) in variants.items() if label != "cudnn")

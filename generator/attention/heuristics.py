@@ -19,7 +19,10 @@ every kernel gained, the persistent ones most (D = 128 1k 1.00x vs 0.89x, causal
 D = 64 1k 1.00x vs 0.87x), and the same rows win.  The overlapped mainloop (a warpgroup issues step
 j's QK^T and step j-1's PV back to back) then wins where tiles are short: D = 64 up to 2k (1.01x vs
 0.99x; causal 0.89x vs 0.84x) and D = 128 causal up to 1k (0.99x vs 0.95x); it loses 2-8% at D = 128 elsewhere
-and ties at D = 64 from 4k on (perf/results/h100_sweep_attention.txt).
+and ties at D = 64 from 4k on (perf/results/h100_sweep_attention.txt).  A build whose softmax truly runs
+under the PV (the PV's wait moved to the next step, where ptxas cannot hoist it above the softmax) lost
+where this table takes the shipped overlapped loop (D = 64 1k 0.93x vs 0.99x, D = 128 causal 1k 0.94x vs
+0.99x; H100, 2026-11-26), so the shipped loop stays.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
