@@ -34,7 +34,7 @@ for step in $steps; do
     bench) run bench python3 perf/bench_linear.py --json "$OUT/bench.json" ;;
     gated) run gated python3 perf/bench_gated.py --json "$OUT/gated.json" ;;
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."
-    attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ;;
+    attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ${ATTENTION_ARGS:-} ;;   # e.g. "--pairwise"
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
     gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
