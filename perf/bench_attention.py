@@ -1,13 +1,15 @@
 """The prefill attention bars: fused_gemm.attention against PyTorch SDPA's best backend, same run.
 
-    python perf/bench_attention.py [--json results.json] [--quick] [--backend sm80]
+    python perf/bench_attention.py [--json results.json] [--quick] [--pairwise] [--backend sm80]
 
 B * S = 16k tokens, H = 32, D in {128, 64}, S in {1k, 4k, 16k}, causal and not, bf16 and fp16 (bar:
 TFLOP/s >= 1.0x the best of SDPA's flash, memory-efficient and cuDNN backends).  Plus GQA rows
 (Llama-3-8B, 32/8 heads; SDPA with enable_gqa, informational).  q/k/v are [B, S, H, D]
 (flash-attn's layout); SDPA gets the same memory as [B, H, S, D] views.  Back-to-back eager calls,
-interleaved, steady clocks; every row checks our output against float64 on a slice.  --backend sm80
-times example 41's kernels (FUSED_GEMM_ATTENTION_BACKEND), judged on correctness only.
+interleaved, steady clocks; every row checks our output against float64 on a slice.  --pairwise also
+times ours against the best backend alone (no lighter backend between them; informational, the bar
+stays on the first ratio).  --backend sm80 times example 41's kernels (FUSED_GEMM_ATTENTION_BACKEND),
+judged on correctness only.
 """
 from __future__ import annotations
 

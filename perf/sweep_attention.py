@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
+from fused_gemm.attention.op import AttentionOp
 from fused_gemm.generator import AttentionSpec, build_many
 from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa
 from build_variants import load_builds   # perf/, beside this script
@@ -67,7 +68,6 @@ def main(argv=None) -> int:
         return 0
     variant_ops = {}
     if args.variants:
-        from fused_gemm.attention.op import AttentionOp
         variant_ops = {n: (spec_, AttentionOp(spec_, lib)) for n, (spec_, lib) in load_builds(args.variants).items()
                        if spec_.dtype == "bf16"}
     warm_gpu()
