@@ -1,6 +1,7 @@
 """The int4 decode kernel's shapes x K-splits at perf/bench_int4.py's decode rows, in CUDA graphs.
 
     python perf/int4_decode_launch.py [--m 1 16] [--splits 0 2 4 8] [--configs NAME ..] [--variants DIR]
+                                      [--shapes NxK ..]
 
 Each cell: microseconds per call and its ratio to the int4 HBM floor (codes + scales / measured copy
 bandwidth), every (config, splits) of a row timed interleaved.  Splits 0 is the launcher's own
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, nargs="+", default=[0, 2, 4, 8])
     ap.add_argument("--configs", nargs="+", help="decode config names (default: the sweep's, or none with --variants)")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
+    ap.add_argument("--shapes", nargs="+", metavar="NxK", help="weight shapes (default: bench_int4's decode rows)")
     args = ap.parse_args(argv)
     require_gpu("int4_decode_launch")
     if args.configs:
@@ -65,6 +67,7 @@ def main(argv=None) -> int:
     ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", "s4", config=c))) for c in configs}
     ops.update({name: (spec.config.tokens, Int4Op(spec, library))
                 for name, (spec, library) in load_builds(args.variants).items()} if args.variants else {})
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     bandwidth = copy_bandwidth()
     warm_gpu()
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; int4 decode kernels in "
@@ -72,7 +75,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for m in args.m:
             fits = {name: op for name, (tokens, op) in ops.items() if m <= tokens}
-            for n, k in SHAPES:
+            for n, k in shapes:
                 cells, floor = row(m, n, k, fits, args.splits, bandwidth)
                 print(f"\n{m}x{n}x{k}  floor {floor:.1f} us")
                 print(f"{'config':<26}" + "".join(f"{'splits ' + str(s):>16}" for s in args.splits))

@@ -13,8 +13,9 @@ import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
 from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render,
                                   spec_from_uri)
-from fused_gemm.generator.int4.heuristics import (DECODE_SWEEP_CONFIGS, INT4_RULES, RULES, SWEEP_CONFIGS, WIDE_N,
-                                                  config_for, spec_for, sweep_configs, tile_k_for)
+from fused_gemm.generator.int4.heuristics import (DECODE_BY_N, DECODE_SWEEP_CONFIGS, GATED, INT4_GATED_RULES, RULES,
+                                                  SWEEP_CONFIGS, config_for, n_class, rules, spec_for, sweep_configs,
+                                                  tile_k_for)
 from fused_gemm.generator.int4.presets import GATED_TEST_CASES, SMALL_BLOCK_DECODE_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
@@ -142,17 +143,24 @@ def test_int4_decodes_on_the_decode_kernel():
     e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
     assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16, 17)] == \
         [True, True, True, True, False] * 2
-    assert spec_for("bf16", "s4", "none", 128, 4096, 8).config == DecodeConfig(8)
-    assert spec_for("bf16", "s4", "none", 128, 4096, 16).config == DecodeConfig(16, 2, 8)
-    # wide weights (N >= WIDE_N, int4_linear only) take their own decode rows; M > 16 is unchanged
-    wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=WIDE_N).config for m in (1, 8, 9, 16, 17)]
+    # int4_linear's decode rows depend on the weight's rows N; M > 16 does not
+    assert [spec_for("bf16", "s4", "none", 128, 4096, m, n=4096).config for m in (1, 8, 9, 16)] == \
+        [DecodeConfig(8, 16, 4)] * 2 + [DecodeConfig(16, 8, 4)] * 2
+    assert spec_for("bf16", "s4", "none", 128, 4096, 1).config == DecodeConfig(8, 16, 4)     # N unknown: the first
+    assert [n_class("s4", n) for n in (16, 8192, 8208, 14336, 16383, 16384, 28672)] == [0, 0, 1, 1, 1, 2, 2]
+    assert spec_for("bf16", "u4", "none", 128, 4096, 1, n=14336).config == DecodeConfig(8, 8, 4)
+    wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=28672).config for m in (1, 8, 9, 16, 17)]
     assert wide[:4] == [DecodeConfig(8, 4, 4)] * 2 + [DecodeConfig(16, 4, 8)] * 2
-    assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17).config
-    assert spec_for("bf16", "s4", "none", 128, 4096, 1, n=WIDE_N - 16).config == DecodeConfig(8)
-    assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=2 * WIDE_N).config == DecodeConfig(8)
-    assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=WIDE_N) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
+    assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17, n=4096).config
+    # int4_gated_linear keeps its 8-block rows (a gate with its up) at every N; e4m3 has no decode rows
+    assert n_class("s4", 4096, gated=True) == n_class("e4m3", 4096) == GATED
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=57344).config == DecodeConfig(8)
+    assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True, n=4096).config == DecodeConfig(16, 2, 8)
+    assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
-    assert INT4_RULES["sm90a"][2:] == RULES["sm90a"][1:]
+    for c in range(len(DECODE_BY_N["sm90a"])):   # every int4 table has the same M buckets, and agrees above 16
+        assert [r.max_m for r in rules("sm90a", "s4", c)] == [r.max_m for r in INT4_GATED_RULES["sm90a"]]
+        assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"][1:]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
     spec = spec_for("bf16", "u4", FULL, 64, 4096, 16)
     assert spec.supports_group(64, 4096) and spec.supports_group(4096, 4096) and not spec.supports_group(48, 4096)
@@ -161,15 +169,16 @@ def test_int4_decodes_on_the_decode_kernel():
 M_VALUES = [1, 7, 13, 40, 129, 4095]
 GATED_M = [1, 7, 13, 40, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
+ROWS_BY_CLASS = (N_TEST, 8192 + 16, 16384 + 16)     # one N for each of int4_linear's decode row sets
 GROUP_M = [7, 129]
 GROUPS = [64, 128, K_TEST]
 
 
 def test_gated_table_and_preset():
-    """int4_gated_linear takes int4_linear's rows (the decode kernels to M = 16); the preset holds what
-    the gated GPU tests run."""
+    """int4_gated_linear takes its own rows (the 8-block decode kernels to M = 16, then int4_linear's);
+    the preset holds what the gated GPU tests run."""
     assert [spec_for("bf16", "s4", "silu", 128, 4096, m, gated=True).config for m in (1, 8, 9, 16, 129)] == \
-        [spec_for("bf16", "s4", "silu", 128, 4096, m).config for m in (1, 8, 9, 16, 129)]
+        [DecodeConfig(8)] * 2 + [DecodeConfig(16, 2, 8)] * 2 + [spec_for("bf16", "s4", "silu", 128, 4096, 129).config]
     assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True).decode
     have = set(preset("int4-gated-tests"))
     need = {spec_for(d, w, ep, 128, K_TEST, m, gated=True) for d, w, ep in GATED_TEST_CASES for m in GATED_M}
@@ -181,7 +190,8 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     need = {spec_for(d, w, FULL, 128, K_TEST, m) for d in ("bf16", "fp16") for w in ("s4", "u4") for m in M_VALUES}
     need |= {spec_for("bf16", w, "none", g, K_TEST, m) for w in ("s4", "u4") for g in GROUPS for m in GROUP_M + [1, 16]}
     need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, 1) for w in ("s4", "u4") for g in (64, 128, 4096)}
-    need |= {spec_for("bf16", w, "bias+silu+residual", 128, 256, m, n=WIDE_N + 16) for w in ("s4", "u4") for m in (1, 13)}
+    need |= {spec_for("bf16", w, "bias+silu+residual", 128, 256, m, n=n) for w in ("s4", "u4") for m in (1, 13)
+             for n in ROWS_BY_CLASS}
     need |= {Int4Spec(d, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for d in ("bf16", "fp16")}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
@@ -526,14 +536,15 @@ def test_decode_weight_narrower_than_a_cta(symmetric, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", ROWS_BY_CLASS)
 @pytest.mark.parametrize("m", [1, 13])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
-def test_wide_weight_rows(symmetric, m):
-    """int4_linear on a weight of WIDE_N + 16 rows takes the wide decode rows (4-block 8-token CTAs,
-    4-warp 16-token ones), with a last row group that overlaps the one before."""
-    n, k = WIDE_N + 16, 256
+def test_decode_rows_by_n(symmetric, m, n):
+    """int4_linear takes each N's decode rows (heuristics.DECODE_BY_N), with a last row group that
+    overlaps the one before (N is no multiple of the CTAs' rows) and, at K = 256, warps with no K."""
+    k = 256
     spec = spec_for("bf16", "s4" if symmetric else "u4", "bias+silu+residual", 128, k, m, n=n)
-    assert spec.config in (DecodeConfig(8, 4, 4), DecodeConfig(16, 4, 8))
+    assert spec.config == rules("sm90a", "s4", n_class("s4", n))[0 if m <= 8 else 1].config
     w = make_weight(n, k, 128, symmetric, torch.bfloat16, seed=m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")

@@ -8,7 +8,7 @@ import torch
 from .. import jit
 from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
-from ..generator.int4.heuristics import is_wide, row_index, spec_for
+from ..generator.int4.heuristics import n_class, row_index, spec_for
 from ..kernel_op import dtype_name
 from .op import Int4Op
 
@@ -25,9 +25,9 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # The k-tile depends on the group size only through these two (heuristics.config_for).
     k_class = (group_size == k, group_size % 128)
-    wide = is_wide(weight, n, gated)
+    rows_by_n = n_class(weight, n, gated)
     key = (x.dtype, weight, None if bias is None else bias.dtype, activation,
-           None if residual is None else residual.dtype, k_class, row, gated, wide)
+           None if residual is None else residual.dtype, k_class, row, gated, rows_by_n)
 
     def choose() -> Int4Op:
         act = "identity" if activation in (None, "none") else activation

@@ -2,7 +2,8 @@
 
 Rows are tried in order; the first whose ``max_m`` covers M wins.
   M <= 16, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
-    mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp), 8 tokens up to M = 8, then 16.  The
+    mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp), 8 tokens up to M = 8, then 16, its
+    CTA shape by the weight's rows N for int4_linear (DECODE_BY_N) and one for int4_gated_linear.  The
     mixed-input wgmma kernels read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor,
     slower than tinygemm at M = 1).
   M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
@@ -33,34 +34,50 @@ SM90_RULES: Tuple[Rule, ...] = (
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 weights
-# M <= 8: the 8-token decode kernel.  9..16: the 16-token one with 2-warp CTAs, which an H100 ran in
-# 10.9 / 30.5 / 24.4 us at 16 x {4096 x 4096, 28672 x 4096, 4096 x 14336} against CUTLASS's mixed-input
-# stream-K kernel's 14.0 / 33.4 / 25.1 (perf/int4_decode_launch.py, perf/bench_int4.py).
-# (The decode kernel launches with PDL by default: fused_gemm/int4/op.py.)
-_DECODE = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
-# int4_gated_linear takes these rows too (its decode kernel: 8 blocks a CTA, a gate with its up).
-INT4_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE + SM90_RULES[1:]}
-# int4_linear on a wide weight (N >= WIDE_N, as a merged gate/up projection): 4-block CTAs at M <= 8
-# (28672 rows: 448 of them, one wave without a K split), 4-warp 16-token CTAs to M = 16.  At 28672 x
-# 4096 an H100 ran them in 23.4 / 26.8 us against the rows above's 26.5 / 30.5 (M = 1 / 16), an H200
-# in 22.1 / 26.4 against 25.3 / 30.3; at 4096 rows they are slower (M = 1: 19.5 against 15.0 us at
-# 4096 x 14336 on the H100): perf/int4_decode_launch.py, perf/results/h100_int4_decode_launch.txt.
-WIDE_N = 16384
-_DECODE_WIDE = (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))
-INT4_WIDE_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_WIDE + SM90_RULES[1:]}
+# int4_gated_linear's decode rows (its decode kernel: 8 blocks a CTA, a gate with its up).  M <= 8: the
+# 8-token decode kernel; 9..16: the 16-token one with 2-warp CTAs, which an H100 ran in 10.9 / 30.5 / 24.4 us at
+# 16 x {4096 x 4096, 28672 x 4096, 4096 x 14336} against CUTLASS's mixed-input stream-K kernel's 14.0 / 33.4 /
+# 25.1 (perf/int4_decode_launch.py, perf/bench_int4.py).  (Decode kernels launch with PDL: fused_gemm/int4/op.py.)
+_DECODE_GATED = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
+INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_RULES[1:]}
+# int4_linear's decode rows by the weight's rows N: the first class whose largest N covers it.  A streaming
+# warp hides little latency itself, so what counts is warps resident on every SM with the CTAs spread evenly:
+#   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 8 warps (16 tokens,
+#     209 registers): N / 64 row groups times the K split fill about one CTA per SM;
+#   * up to 16383 rows (14336, an unmerged gate or up projection): 8-token CTAs of 8 warps;
+#   * wider (a merged gate/up projection: 28672 rows, 448 row groups of 64): 4-warp CTAs, several an SM.
+# H100, perf/int4_decode_launch.py --shapes (2026-11-26; perf/results/h100_int4_decode_launch.txt), us at M = 1
+# and 16 against the rows before (8-block CTAs of 4 / 2 warps below 16384 rows): 4096 x 4096 6.8 / 8.6 vs 7.4 /
+# 11.1, 6144 x 4096 7.8 / 11.8 vs 12.3 / 11.7, 8192 x 4096 8.8 / 12.4 vs 10.2 / 20.3, 4096 x 14336 13.2 / 20.0
+# vs 15.1 / 25.3, 14336 x 4096 12.9 / 17.3 vs 15.4 / 18.6, 8192 x 1024 4.5 / 5.6 vs 5.0 / 12.9, 1280 x 8192
+# 5.5 / 7.9 vs 6.9 / 13.6, 8192 x 3584 8.5 / 11.3 vs 9.8 / 19.5 (Llama-3-8B and Llama-3-70B's TP-8 shards).
+# The 16-token 4-warp 8-block CTA stays ahead at 6144 and 7168 rows (10.6 / 17.0 against 11.8 / 20.2), not at
+# 8192 (18.8 against 12.4): one class boundary cannot serve both, and 8192 loses more.
+DECODE_BY_N: Dict[str, Tuple[Tuple[int, Tuple[Rule, ...]], ...]] = {"sm90a": (
+    (8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 8, 4)))),
+    (16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+    (_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+)}
+GATED = -1      # n_class of int4_gated_linear (and of weights without decode rows)
 
 
-def rules(arch: str, weight: str, wide: bool = False) -> Tuple[Rule, ...]:
-    """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel, e4m3 does not;
-    ``wide``: int4_linear's rows for a weight of at least WIDE_N rows (see is_wide)."""
+def n_class(weight: str, n: int, gated: bool = False, arch: str = "sm90a") -> int:
+    """Which of int4_linear's decode row sets serves an N-row weight (an index into DECODE_BY_N[arch]),
+    or GATED: int4_gated_linear's rows, and for e4m3 weights nothing (their rows do not depend on N)."""
+    if gated or canonical_dtype(weight) not in INT4_WEIGHTS:
+        return GATED
+    return next(i for i, (max_n, _) in enumerate(DECODE_BY_N[arch]) if n <= max_n)
+
+
+def rules(arch: str, weight: str, n_class: int = GATED) -> Tuple[Rule, ...]:
+    """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel (int4_gated_linear's
+    rows, or int4_linear's for ``n_class``, see n_class), e4m3 does not.  Every int4 table has the same
+    M buckets."""
     if canonical_dtype(weight) not in INT4_WEIGHTS:
         return RULES[arch]
-    return (INT4_WIDE_RULES if wide else INT4_RULES)[arch]
-
-
-def is_wide(weight: str, n: int, gated: bool = False) -> bool:
-    """Whether int4_linear's wide-weight rows serve an N-row weight (never a gated one)."""
-    return not gated and n >= WIDE_N and canonical_dtype(weight) in INT4_WEIGHTS
+    if n_class == GATED:
+        return INT4_GATED_RULES[arch]
+    return DECODE_BY_N[arch][n_class][1] + SM90_RULES[1:]
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
@@ -76,7 +93,7 @@ SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
 # Decode-kernel alternatives the same sweep times for int4 weights (rows where M fits their tokens).
 DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
     DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4),
-    DecodeConfig(8, 8, 4),
+    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4),
 )
 
 
@@ -113,8 +130,8 @@ def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int,
              residual_dtype=None, arch: str = "sm90a", gated: bool = False, n: int = 0) -> Int4Spec:
     """The kernel int4_linear (weight 's4'/'u4'), int4_gated_linear (gated) or fp8_weight_linear
     ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M,
-    and N: the weight's rows, which pick the wide rows)."""
-    rule = rules(arch, weight, is_wide(weight, n, gated))[row_index(arch, weight, m)]
+    and N: the weight's rows, which pick int4_linear's decode rows)."""
+    rule = rules(arch, weight, n_class(weight, n, gated, arch))[row_index(arch, weight, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,
                     config=config_for(rule, group_size, k), arch=arch, gated=gated)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import DECODE_SWEEP_CONFIGS, SWEEP_CONFIGS, config_for, rules, sweep_configs
+from .heuristics import DECODE_BY_N, DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, rules, sweep_configs
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
 # (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
@@ -19,28 +19,30 @@ TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
 DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
 # ... which also run these directly: one- and two-block CTAs (other register stages)
 SMALL_BLOCK_DECODE_CONFIGS = (DecodeConfig(8, 4, 1), DecodeConfig(16, 2, 2))
+# int4_linear's decode row sets, by the weight's rows (heuristics.DECODE_BY_N).
+N_CLASSES = tuple(range(len(DECODE_BY_N["sm90a"])))
 # fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
 FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
 
 def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
-               out_dtype: Optional[str] = None, arch: str = "sm90a", wide: bool = False) -> List[Int4Spec]:
+               out_dtype: Optional[str] = None, arch: str = "sm90a", n_class: int = 0) -> List[Int4Spec]:
     """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
     arguments, one per M bucket of its table (for a per-channel int4 weight, pass any group size that
-    is a multiple of 128; an e4m3 weight is always per channel and ignores it; wide: the rows for a
-    weight of at least heuristics.WIDE_N rows)."""
+    is a multiple of 128; an e4m3 weight is always per channel and ignores it; n_class: which of
+    heuristics.DECODE_BY_N's row sets, by the weight's rows; GATED: int4_gated_linear's)."""
     ep = Epilogue.parse(epilogue)
     k = 1 << 40   # a K no group equals: the group size alone decides the tile K
     group = k if canonical_dtype(weight) in FP8_WEIGHTS else group_size
     return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch)
-            for rule in rules(arch, canonical_dtype(weight), wide)]
+            for rule in rules(arch, canonical_dtype(weight), n_class)]
 
 
 def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "silu", group_size: int = 128,
                      arch: str = "sm90a") -> List[Int4Spec]:
     """The kernels ``int4_gated_linear`` uses for these arguments, one per M bucket of its table
-    (int4_linear's)."""
-    return [replace(s, gated=True) for s in int4_specs(dtype, weight, epilogue, group_size, arch=arch)]
+    (the decode kernels' 8-block CTAs, a gate with its up)."""
+    return [replace(s, gated=True) for s in int4_specs(dtype, weight, epilogue, group_size, arch=arch, n_class=GATED)]
 
 
 # (dtype, weight, epilogue) of tests/test_int4.py's gated cases.
@@ -62,8 +64,7 @@ def _gpu_tests() -> List[Int4Spec]:
     for weight in ("s4", "u4"):
         for group in TEST_GROUPS:
             specs += int4_specs("bf16", weight, "none", group)
-        specs += [s for wide in (False, True) for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE, wide=wide)
-                  if s.decode]
+        specs += [s for c in N_CLASSES for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE, n_class=c) if s.decode]
         specs += [Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=c)
                   for c in SMALL_BLOCK_DECODE_CONFIGS]
     specs += [Int4Spec(dtype, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for dtype in ("bf16", "fp16")]
@@ -78,8 +79,8 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-gated-tests": lambda: [s for case in GATED_TEST_CASES for s in int4_gated_specs(*case)],
     "int4-gated-bench": lambda: int4_gated_specs("bf16", "s4", "silu"),
-    "int4-bench": lambda: [s for wide in (False, True) for s in int4_specs("bf16", "s4", "none", 128, wide=wide)
-                           if s.decode or not wide],
+    "int4-bench": lambda: [s for c in N_CLASSES for s in int4_specs("bf16", "s4", "none", 128, n_class=c)
+                           if s.decode or c == 0],
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).
     "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[2],

@@ -180,21 +180,23 @@ struct Int4Decode {
   };
 
   // A group's scales (and u4 zero offsets) of the lane's rows 16b + lane / 4 + 8h, loaded a group
-  // ahead of their use: one group's streaming hides their latency.
+  // ahead of their use: one group's streaming hides their latency.  A row pair's two 16-bit values share
+  // a 32-bit register (row + 8h in half h): the 16-warp CTAs have 128 registers a thread, and u4 with an
+  // epilogue spilled with one value a register.
   struct GroupScales {
-    Element scale[kBlocks][2], zero[kZeros ? kBlocks : 1][2];
+    uint32_t scale[kBlocks], zero[kZeros ? kBlocks : 1];
     CUTLASS_DEVICE void load(Int4DecodeParams const &p, int n0, int row) {
-      Element const *s = static_cast<Element const *>(p.scales) + int64_t(row) * p.n;
-      Element const *z = static_cast<Element const *>(p.zeros) + int64_t(row) * p.n;
+      uint16_t const *s = static_cast<uint16_t const *>(p.scales) + int64_t(row) * p.n;
+      uint16_t const *z = static_cast<uint16_t const *>(p.zeros) + int64_t(row) * p.n;
       CUTLASS_PRAGMA_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
         int const n = n0 + 16 * b;
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          scale[b][h] = s[n + 8 * h];
-          if constexpr (kZeros) zero[b][h] = z[n + 8 * h];
-        }
+        scale[b] = uint32_t(s[n]) | (uint32_t(s[n + 8]) << 16);
+        if constexpr (kZeros) zero[b] = uint32_t(z[n]) | (uint32_t(z[n + 8]) << 16);
       }
+    }
+    CUTLASS_DEVICE static float value(uint32_t pair, int h) {
+      return static_cast<float>(Element::bitcast(uint16_t(pair >> (16 * h))));
     }
   };
 
@@ -276,9 +278,9 @@ struct Int4Decode {
           float scale[2], shift[2];   // acc += scale * group + shift * sum(x)
           CUTLASS_PRAGMA_UNROLL
           for (int h = 0; h < 2; ++h) {
-            scale[h] = static_cast<float>(scales.scale[b][h]);
+            scale[h] = GroupScales::value(scales.scale[b], h);
             shift[h] = kCorrectEachStep ? 0.f : -kOffset * scale[h];
-            if constexpr (kZeros) shift[h] += static_cast<float>(scales.zero[b][h]);
+            if constexpr (kZeros) shift[h] += GroupScales::value(scales.zero[b], h);
           }
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kTiles; ++t) {
