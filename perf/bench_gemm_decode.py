@@ -10,7 +10,7 @@ Per shape: the decode kernel's configs (the tuner's candidates, with its own K s
 torch.mm (no epilogue), timed interleaved in shuffled order with rotated weights larger than L2; times over the HBM floor
 (weight bytes / the copy bandwidth measured first: issue 9's decode bar is <= 1.2x) and ratios per
 repetition against linear.  Every variant's output is checked against float64 first.  --configs
-limits the decode configs timed; --variants DIR adds builds of a kernel edit (perf/build_variants.py:
+names the decode configs timed (any, not only the tuner's); --variants DIR adds builds of a kernel edit (perf/build_variants.py:
 DIR/<name>/lib.so and uri.txt, decode kernels with this epilogue), with the kernel's own K split.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ import fused_gemm
 from fused_gemm.bench.models import layers
 from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 from fused_gemm.generator import GemmSpec, LaunchOptions
+from fused_gemm.generator.gemv import DecodeConfig
 from fused_gemm.generator.gemm.presets import decode_configs
 from fused_gemm.gemm.op import GemmOp
 
@@ -57,7 +58,8 @@ def shape_rows(n, k, m, floor_s, splits_list, configs=None, variant_ops=None):
                                - reference(*sets[0])).norm() / reference(*sets[0]).norm())}
     timed = [(f"{config.name} s{splits if splits > 1 else '-auto'}",
               fused_gemm.compile(GemmSpec("bf16", epilogue=EPILOGUE, config=config)), splits)
-             for config in decode_configs() if m <= config.tokens and (not configs or config.name in configs)
+             for config in ([DecodeConfig.from_name(c) for c in configs] if configs else decode_configs())
+             if m <= config.tokens
              for splits in splits_list]
     timed += [(name, op, 1) for name, op in (variant_ops or {}).items() if m <= op.spec.config.tokens]
     for name, op, splits in timed:
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--m", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--splits", type=int, nargs="*", default=list(SPLITS), help="K splits to force (1: the kernel's own)")
     ap.add_argument("--json")
-    ap.add_argument("--configs", nargs="+", help="decode config names to time (default: every one)")
+    ap.add_argument("--configs", nargs="+", help="decode config names to time (default: the tuner's)")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     require_gpu("bench_gemm_decode")
