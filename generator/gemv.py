@@ -27,8 +27,8 @@ class DecodeConfig:
     def __post_init__(self):
         if self.tokens not in (8, 16):
             raise SpecError(f"decode tokens {self.tokens} must be 8 or 16 (one or two 8-wide MMA tiles)")
-        if self.warps not in (1, 2, 4, 8, 16):
-            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4, 8 or 16")
+        if self.warps not in (1, 2, 4, 8, 12, 16):
+            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4, 8, 12 or 16")
         if self.blocks not in (1, 2, 4, 8):
             raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
         if self.unroll not in (0, 3) or (self.unroll and self.blocks != 1):

@@ -34,7 +34,7 @@ def add_arguments(g) -> None:
     g.add_argument("--decode-tokens", type=int, choices=(8, 16),
                    help="gemm/int4: the family's decode kernel (a weight-streaming GEMV) for up to this many "
                         "tokens instead of a tile config")
-    g.add_argument("--decode-warps", type=int, choices=(1, 2, 4, 8, 16), help="with --decode-tokens: warps per CTA")
+    g.add_argument("--decode-warps", type=int, choices=(1, 2, 4, 8, 12, 16), help="with --decode-tokens: warps per CTA")
     g.add_argument("--decode-blocks", type=int, choices=(1, 2, 4, 8),
                    help="with --decode-tokens: 16-row weight blocks per CTA (gemm: at most 4)")
     g.add_argument("--decode-unroll", type=int, choices=(3,),

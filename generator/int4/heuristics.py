@@ -42,19 +42,20 @@ _DECODE_GATED = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8
 INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_RULES[1:]}
 # int4_linear's decode rows by the weight's rows N: the first class whose largest N covers it.  A streaming
 # warp hides little latency itself, so what counts is warps resident on every SM with the CTAs spread evenly:
-#   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 8 warps (16 tokens,
-#     209 registers): N / 64 row groups times the K split fill about one CTA per SM;
+#   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 12 warps (16 tokens,
+#     half-length register stages, 161 registers): N / 64 row groups times the K split fill about one CTA
+#     per SM;
 #   * up to 16383 rows (14336, an unmerged gate or up projection): 8-token CTAs of 8 warps;
 #   * wider (a merged gate/up projection: 28672 rows, 448 row groups of 64): 4-warp CTAs, several an SM.
 # H100, perf/int4_decode_launch.py --shapes (2026-11-26; perf/results/h100_int4_decode_launch.txt), us at M = 1
-# and 16 against the rows before (8-block CTAs of 4 / 2 warps below 16384 rows): 4096 x 4096 6.8 / 8.6 vs 7.4 /
-# 11.1, 6144 x 4096 7.8 / 11.8 vs 12.3 / 11.7, 8192 x 4096 8.8 / 12.4 vs 10.2 / 20.3, 4096 x 14336 13.2 / 20.0
-# vs 15.1 / 25.3, 14336 x 4096 12.9 / 17.3 vs 15.4 / 18.6, 8192 x 1024 4.5 / 5.6 vs 5.0 / 12.9, 1280 x 8192
-# 5.5 / 7.9 vs 6.9 / 13.6, 8192 x 3584 8.5 / 11.3 vs 9.8 / 19.5 (Llama-3-8B and Llama-3-70B's TP-8 shards).
-# The 16-token 4-warp 8-block CTA stays ahead at 6144 and 7168 rows (10.6 / 17.0 against 11.8 / 20.2), not at
-# 8192 (18.8 against 12.4): one class boundary cannot serve both, and 8192 loses more.
+# / 16 against the rows before (8-block CTAs of 4 / 2 warps below 16384 rows; Llama-3-8B and Llama-3-70B's TP-8
+# shards): 4096 x 4096 6.8 / 8.9 vs 7.4 / 11.1, 6144 x 4096 7.8 / 10.1 vs 12.3 / 11.7, 8192 x 4096 8.8 / 11.2
+# vs 10.2 / 20.3, 4096 x 14336 13.2 / 17.5 vs 15.1 / 25.3, 14336 x 4096 12.9 / 17.3 vs 15.4 / 18.6, 8192 x 1024
+# 4.5 / 5.4 vs 5.0 / 12.9, 1280 x 8192 5.5 / 7.6 vs 6.9 / 13.6, 8192 x 3584 8.5 / 10.9 vs 9.8 / 19.5.  At M = 16
+# the 12-warp CTAs beat 8 warps with full-length stages (8.6 / 11.8 / 12.3 / 19.6 us at the first four) but at
+# 4096 x 4096, and tie with the next class's 4-warp 8-block CTA at 7168 x 8192 (17.2 against 17.0).
 DECODE_BY_N: Dict[str, Tuple[Tuple[int, Tuple[Rule, ...]], ...]] = {"sm90a": (
-    (8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 8, 4)))),
+    (8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 12, 4)))),
     (16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
     (_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
 )}
@@ -93,7 +94,7 @@ SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
 # Decode-kernel alternatives the same sweep times for int4 weights (rows where M fits their tokens).
 DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
     DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4),
-    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4),
+    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4), DecodeConfig(16, 12, 4),
 )
 
 

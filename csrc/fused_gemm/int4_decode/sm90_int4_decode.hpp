@@ -126,8 +126,10 @@ struct Int4Decode {
   static constexpr int kStep = 2;
   // Steps per register stage, two stages in flight a warp: 16 words of codes a lane a stage (kBlocks
   // a k-block; 8 with one block), at most 4 steps (x's fragments take 2 registers per k-block and
-  // token tile).
-  static constexpr int kStageSteps = kBlocks >= 8 ? 1 : (kBlocks == 4 ? 2 : 4);
+  // token tile).  With 16 tokens and fewer than 8 blocks, x's fragments take as many registers as the
+  // codes: half the steps, so that CTAs of 12 warps fit (the register file holds more warps, and more
+  // warps streaming beat longer stages: perf/results/h100_int4_decode_launch.txt, 2026-11-26).
+  static constexpr int kStageSteps = (kBlocks >= 8 ? 1 : (kBlocks == 4 ? 2 : 4)) / (kTiles == 2 && kBlocks < 8 ? 2 : 1);
   static constexpr int kStageKb = kStep * kStageSteps;
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
