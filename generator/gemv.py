@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 
+# Warps a CTA: 12 and 16 (384 / 512 threads, at most 168 / 128 registers a thread) serve the int4 kernel's
+# 4-block CTAs; wider CTAs of so many warps spill.
+WARPS = (1, 2, 4, 8, 12, 16)
 CSRC_FOLDER = "gemv"   # the shared split-K reduction, launch and device set-up (sm90_gemv.hpp)
 
 
@@ -27,8 +30,8 @@ class DecodeConfig:
     def __post_init__(self):
         if self.tokens not in (8, 16):
             raise SpecError(f"decode tokens {self.tokens} must be 8 or 16 (one or two 8-wide MMA tiles)")
-        if self.warps not in (1, 2, 4, 8, 12, 16):
-            raise SpecError(f"decode warps {self.warps} must be 1, 2, 4, 8, 12 or 16")
+        if self.warps not in WARPS:
+            raise SpecError(f"decode warps {self.warps} must be one of {WARPS}")
         if self.blocks not in (1, 2, 4, 8):
             raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
         if self.unroll not in (0, 3) or (self.unroll and self.blocks != 1):

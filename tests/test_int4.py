@@ -14,8 +14,8 @@ from fused_gemm import jit
 from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render,
                                   spec_from_uri)
 from fused_gemm.generator.int4.heuristics import (DECODE_BY_N, DECODE_SWEEP_CONFIGS, GATED, INT4_GATED_RULES, RULES,
-                                                  SWEEP_CONFIGS, config_for, n_class, rules, spec_for, sweep_configs,
-                                                  tile_k_for)
+                                                  SWEEP_CONFIGS, config_for, n_class, rows_classes, rules, spec_for,
+                                                  sweep_configs, tile_k_for)
 from fused_gemm.generator.int4.presets import GATED_TEST_CASES, SMALL_BLOCK_DECODE_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
@@ -158,7 +158,8 @@ def test_int4_decodes_on_the_decode_kernel():
     assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True, n=4096).config == DecodeConfig(16, 2, 8)
     assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
-    for c in range(len(DECODE_BY_N["sm90a"])):   # every int4 table has the same M buckets, and agrees above 16
+    assert rows_classes("u4") == tuple(range(len(DECODE_BY_N["sm90a"]))) and rows_classes("e4m3") == (GATED,)
+    for c in rows_classes("s4"):   # every int4 table has the same M buckets, and agrees above 16
         assert [r.max_m for r in rules("sm90a", "s4", c)] == [r.max_m for r in INT4_GATED_RULES["sm90a"]]
         assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"][1:]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
@@ -169,7 +170,9 @@ def test_int4_decodes_on_the_decode_kernel():
 M_VALUES = [1, 7, 13, 40, 129, 4095]
 GATED_M = [1, 7, 13, 40, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
-ROWS_BY_CLASS = (N_TEST, 8192 + 16, 16384 + 16)     # one N for each of int4_linear's decode row sets
+# One N for each of int4_linear's decode rows classes: N_TEST, then 16 rows past each class's largest N (no
+# multiple of 64: the last row group overlaps the one before).
+ROWS_BY_CLASS = (N_TEST,) + tuple((c.max_n // 16 + 1) * 16 for c in DECODE_BY_N["sm90a"][:-1])
 GROUP_M = [7, 129]
 GROUPS = [64, 128, K_TEST]
 
@@ -196,7 +199,7 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
     assert {s.config for s in preset("int4-sweep")} == set(sweep_configs("s4")) > set(SWEEP_CONFIGS)
-    assert [s.decode for s in preset("int4-compile-ci")] == [False, True]
+    assert [s.decode for s in preset("int4-compile-ci")] == [False, True, True]
 
 
 # -- the weight layout, quantiser and importers (CPU) -------------------------------------------------
@@ -486,7 +489,7 @@ def test_group_sizes(symmetric, group, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("n, k, group", [(1040, 4096, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)],
+@pytest.mark.parametrize("n, k, group", [(400, 16384, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)],
                          ids=["cluster-of-8", "uneven-k-slices", "per-channel", "k-not-a-multiple-of-64"])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
@@ -516,7 +519,7 @@ def test_decode_kernel_splits_k(symmetric, n, k, group, m):
 @pytest.mark.parametrize("m", [1, 7, 13])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_weight_narrower_than_a_cta(symmetric, m):
-    """Weights with fewer 16-row blocks than the decode kernel's CTA holds (8): its one-block kernel
+    """Weights with fewer 16-row blocks than the decode kernel's CTA holds (4 or 8): its one-block kernel
     runs them, for int4_linear (N = 48) and for an s4 gated weight (2I = 80, unsplit: a gate and
     its up are in one CTA), with K split across a cluster."""
     k = 4096
@@ -540,11 +543,12 @@ def test_decode_weight_narrower_than_a_cta(symmetric, m):
 @pytest.mark.parametrize("m", [1, 13])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_rows_by_n(symmetric, m, n):
-    """int4_linear takes each N's decode rows (heuristics.DECODE_BY_N), with a last row group that
-    overlaps the one before (N is no multiple of the CTAs' rows) and, at K = 256, warps with no K."""
+    """int4_linear on a weight of each decode rows class (heuristics.DECODE_BY_N), with a last row group
+    that overlaps the one before (N is no multiple of the CTAs' rows); at K = 256 the 12- and 16-warp
+    CTAs of the first class have warps with no K."""
+    assert [n_class("s4", rows) for rows in ROWS_BY_CLASS] == list(rows_classes("s4"))
     k = 256
     spec = spec_for("bf16", "s4" if symmetric else "u4", "bias+silu+residual", 128, k, m, n=n)
-    assert spec.config == rules("sm90a", "s4", n_class("s4", n))[0 if m <= 8 else 1].config
     w = make_weight(n, k, 128, symmetric, torch.bfloat16, seed=m)
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     bias = torch.randn(n, dtype=torch.bfloat16, device="cuda")

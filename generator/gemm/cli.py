@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..gemv import DecodeConfig
+from ..gemv import WARPS as DECODE_WARPS, DecodeConfig
 from .spec import ACTIVATIONS, SCHEDULES, TILE_SCHEDULERS, GemmSpec, TileConfig
 
 
@@ -34,7 +34,7 @@ def add_arguments(g) -> None:
     g.add_argument("--decode-tokens", type=int, choices=(8, 16),
                    help="gemm/int4: the family's decode kernel (a weight-streaming GEMV) for up to this many "
                         "tokens instead of a tile config")
-    g.add_argument("--decode-warps", type=int, choices=(1, 2, 4, 8, 12, 16), help="with --decode-tokens: warps per CTA")
+    g.add_argument("--decode-warps", type=int, choices=DECODE_WARPS, help="with --decode-tokens: warps per CTA")
     g.add_argument("--decode-blocks", type=int, choices=(1, 2, 4, 8),
                    help="with --decode-tokens: 16-row weight blocks per CTA (gemm: at most 4)")
     g.add_argument("--decode-unroll", type=int, choices=(3,),

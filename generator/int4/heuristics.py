@@ -19,8 +19,8 @@ mixed-input rows, not yet timed for them (perf/bench_fp8_weight.py measures them
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Dict, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Optional, Tuple
 
 from ..gemm.heuristics import Rule, first_row
 from ..gemm.launch import LaunchOptions
@@ -34,51 +34,64 @@ SM90_RULES: Tuple[Rule, ...] = (
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 weights
-# int4_gated_linear's decode rows (its decode kernel: 8 blocks a CTA, a gate with its up).  M <= 8: the
-# 8-token decode kernel; 9..16: the 16-token one with 2-warp CTAs, which an H100 ran in 10.9 / 30.5 / 24.4 us at
-# 16 x {4096 x 4096, 28672 x 4096, 4096 x 14336} against CUTLASS's mixed-input stream-K kernel's 14.0 / 33.4 /
-# 25.1 (perf/int4_decode_launch.py, perf/bench_int4.py).  (Decode kernels launch with PDL: fused_gemm/int4/op.py.)
+# int4_gated_linear's decode rows (its decode kernel: 8 blocks a CTA, a gate with its up): 8 tokens to M = 8,
+# then 16 tokens in 2-warp CTAs, which an H100 ran in 10.9 / 30.5 / 24.4 us at 16 x {4096 x 4096, 28672 x 4096,
+# 4096 x 14336} against CUTLASS's mixed-input stream-K kernel's 14.0 / 33.4 / 25.1 when int4_linear took them
+# too (2026-11-24).  (Decode kernels launch with PDL: fused_gemm/int4/op.py.)
 _DECODE_GATED = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
 INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_RULES[1:]}
-# int4_linear's decode rows by the weight's rows N: the first class whose largest N covers it.  A streaming
-# warp hides little latency itself, so what counts is warps resident on every SM with the CTAs spread evenly:
+
+
+@dataclass(frozen=True)
+class RowsClass:
+    """int4_linear's decode rows for weights of up to ``max_n`` rows (N)."""
+    max_n: int
+    decode: Tuple[Rule, Rule]       # M <= 8, M <= 16
+
+
+# int4_linear's decode rows by the weight's rows N: the first class whose max_n covers N.  A streaming warp
+# hides little latency itself, so what counts is warps resident on every SM, with the CTAs spread evenly:
 #   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 12 warps (16 tokens,
-#     half-length register stages, 161 registers): N / 64 row groups times the K split fill about one CTA
-#     per SM;
+#     half-length register stages, 159-165 registers): N / 64 row groups times the K split fill about one
+#     CTA per SM;
 #   * up to 16383 rows (14336, an unmerged gate or up projection): 8-token CTAs of 8 warps;
 #   * wider (a merged gate/up projection: 28672 rows, 448 row groups of 64): 4-warp CTAs, several an SM.
-# H100, perf/int4_decode_launch.py --shapes (2026-11-26; perf/results/h100_int4_decode_launch.txt), us at M = 1
-# / 16 against the rows before (8-block CTAs of 4 / 2 warps below 16384 rows; Llama-3-8B and Llama-3-70B's TP-8
-# shards): 4096 x 4096 6.8 / 8.9 vs 7.4 / 11.1, 6144 x 4096 7.8 / 10.1 vs 12.3 / 11.7, 8192 x 4096 8.8 / 11.2
-# vs 10.2 / 20.3, 4096 x 14336 13.2 / 17.5 vs 15.1 / 25.3, 14336 x 4096 12.9 / 17.3 vs 15.4 / 18.6, 8192 x 1024
-# 4.5 / 5.4 vs 5.0 / 12.9, 1280 x 8192 5.5 / 7.6 vs 6.9 / 13.6, 8192 x 3584 8.5 / 10.9 vs 9.8 / 19.5.  At M = 16
-# the 12-warp CTAs beat 8 warps with full-length stages (8.6 / 11.8 / 12.3 / 19.6 us at the first four) but at
-# 4096 x 4096, and tie with the next class's 4-warp 8-block CTA at 7168 x 8192 (17.2 against 17.0).
-DECODE_BY_N: Dict[str, Tuple[Tuple[int, Tuple[Rule, ...]], ...]] = {"sm90a": (
-    (8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 12, 4)))),
-    (16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
-    (_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+# Timed on an H100 against each other and the 8-block rows int4_linear took before, at Llama-3-8B's and
+# Llama-3-70B's TP-8 shapes (perf/int4_decode_launch.py --shapes, 2026-11-26; the README lists the times and
+# perf/results/h100_int4_decode_launch.txt has the runs): e.g. 4096 x 14336 at M = 1 / 16 in 13.2 / 17.5 us
+# against 15.1 / 25.3.  At 7168 x 8192 and M = 16 the next class's 4-warp 8-block CTA ties (17.0 against 17.2).
+DECODE_BY_N: Dict[str, Tuple[RowsClass, ...]] = {"sm90a": (
+    RowsClass(8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 12, 4)))),
+    RowsClass(16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+    RowsClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
 )}
-GATED = -1      # n_class of int4_gated_linear (and of weights without decode rows)
+# row_index reads any int4 table's M buckets from the gated one's: they must agree.
+assert all(tuple(r.max_m for r in c.decode) == tuple(r.max_m for r in _DECODE_GATED)
+           for classes in DECODE_BY_N.values() for c in classes)
+GATED = None    # the rows class of int4_gated_linear, and of weights whose rows do not depend on N (e4m3)
 
 
-def n_class(weight: str, n: int, gated: bool = False, arch: str = "sm90a") -> int:
-    """Which of int4_linear's decode row sets serves an N-row weight (an index into DECODE_BY_N[arch]),
-    or GATED: int4_gated_linear's rows, and for e4m3 weights nothing (their rows do not depend on N)."""
+def n_class(weight: str, n: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
+    """Which of int4_linear's decode row classes serves an N-row weight (an index into
+    DECODE_BY_N[arch]), or GATED: int4_gated_linear's rows, and for e4m3 weights their only table."""
     if gated or canonical_dtype(weight) not in INT4_WEIGHTS:
         return GATED
-    return next(i for i, (max_n, _) in enumerate(DECODE_BY_N[arch]) if n <= max_n)
+    return next(i for i, c in enumerate(DECODE_BY_N[arch]) if n <= c.max_n)
 
 
-def rules(arch: str, weight: str, n_class: int = GATED) -> Tuple[Rule, ...]:
-    """The table for a weight kind: int4 (s4, u4) decodes on the decode kernel (int4_gated_linear's
-    rows, or int4_linear's for ``n_class``, see n_class), e4m3 does not.  Every int4 table has the same
-    M buckets."""
+def rows_classes(weight: str, arch: str = "sm90a") -> Tuple[Optional[int], ...]:
+    """Every rows class int4_linear may use for a weight kind (GATED alone for e4m3)."""
+    return tuple(range(len(DECODE_BY_N[arch]))) if canonical_dtype(weight) in INT4_WEIGHTS else (GATED,)
+
+
+def rules(arch: str, weight: str, rows_class: Optional[int]) -> Tuple[Rule, ...]:
+    """The table for a weight kind and rows class (see n_class): int4 (s4, u4) decodes on the decode
+    kernel, int4_linear with the class's rows, int4_gated_linear (GATED) with its own; e4m3 does not."""
     if canonical_dtype(weight) not in INT4_WEIGHTS:
         return RULES[arch]
-    if n_class == GATED:
+    if rows_class is GATED:
         return INT4_GATED_RULES[arch]
-    return DECODE_BY_N[arch][n_class][1] + SM90_RULES[1:]
+    return DECODE_BY_N[arch][rows_class].decode + SM90_RULES[1:]
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
@@ -124,7 +137,7 @@ def config_for(rule: Rule, group_size: int, k: int):
 
 
 def row_index(arch: str, weight: str, m: int) -> int:
-    return first_row(rules(arch, weight), m)
+    return first_row(rules(arch, weight, GATED), m)   # every int4 table has the gated one's M buckets
 
 
 def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int, bias_dtype=None,

@@ -10,39 +10,45 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import DECODE_BY_N, DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, rules, sweep_configs
+from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, n_class, rows_classes, rules,
+                         sweep_configs)
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
-# (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket.
+# (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket, on weights of TEST_ROWS rows.
+TEST_ROWS = 272
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
 DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
 # ... which also run these directly: one- and two-block CTAs (other register stages)
 SMALL_BLOCK_DECODE_CONFIGS = (DecodeConfig(8, 4, 1), DecodeConfig(16, 2, 2))
-# int4_linear's decode row sets, by the weight's rows (heuristics.DECODE_BY_N).
-N_CLASSES = tuple(range(len(DECODE_BY_N["sm90a"])))
 # fp8_weight_linear's tests run each of these in bf16 and fp16 at every M bucket.
 FP8_WEIGHT_TEST_EPILOGUES = ("none", "bias", "bias+silu", "residual", TEST_FULL_EPILOGUE)
 
 
-def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
-               out_dtype: Optional[str] = None, arch: str = "sm90a", n_class: int = 0) -> List[Int4Spec]:
-    """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
-    arguments, one per M bucket of its table (for a per-channel int4 weight, pass any group size that
-    is a multiple of 128; an e4m3 weight is always per channel and ignores it; n_class: which of
-    heuristics.DECODE_BY_N's row sets, by the weight's rows; GATED: int4_gated_linear's)."""
+def _specs(dtype, weight, epilogue, group_size, out_dtype, arch, classes, gated=False) -> List[Int4Spec]:
     ep = Epilogue.parse(epilogue)
     k = 1 << 40   # a K no group equals: the group size alone decides the tile K
     group = k if canonical_dtype(weight) in FP8_WEIGHTS else group_size
-    return [Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch)
-            for rule in rules(arch, canonical_dtype(weight), n_class)]
+    specs = (Int4Spec(dtype, weight, out_dtype, epilogue=ep, config=config_for(rule, group, k), arch=arch, gated=gated)
+             for c in classes for rule in rules(arch, canonical_dtype(weight), c))
+    return list(dict.fromkeys(specs))
+
+
+def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
+               out_dtype: Optional[str] = None, arch: str = "sm90a", n: Optional[int] = None) -> List[Int4Spec]:
+    """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
+    arguments and a weight of ``n`` rows, one per M bucket of its table; n None: for every weight (its
+    decode rows depend on N: heuristics.DECODE_BY_N).  For a per-channel int4 weight pass any group size
+    that is a multiple of 128; an e4m3 weight is always per channel and ignores it."""
+    classes = rows_classes(weight, arch) if n is None else (n_class(weight, n, arch=arch),)
+    return _specs(dtype, weight, epilogue, group_size, out_dtype, arch, classes)
 
 
 def int4_gated_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "silu", group_size: int = 128,
                      arch: str = "sm90a") -> List[Int4Spec]:
     """The kernels ``int4_gated_linear`` uses for these arguments, one per M bucket of its table
     (the decode kernels' 8-block CTAs, a gate with its up)."""
-    return [replace(s, gated=True) for s in int4_specs(dtype, weight, epilogue, group_size, arch=arch, n_class=GATED)]
+    return _specs(dtype, weight, epilogue, group_size, None, arch, (GATED,), gated=True)
 
 
 # (dtype, weight, epilogue) of tests/test_int4.py's gated cases.
@@ -60,11 +66,11 @@ def _gpu_tests() -> List[Int4Spec]:
     specs = []
     for dtype in ("bf16", "fp16"):
         for weight in ("s4", "u4"):
-            specs += int4_specs(dtype, weight, TEST_FULL_EPILOGUE)
+            specs += int4_specs(dtype, weight, TEST_FULL_EPILOGUE, n=TEST_ROWS)
     for weight in ("s4", "u4"):
         for group in TEST_GROUPS:
-            specs += int4_specs("bf16", weight, "none", group)
-        specs += [s for c in N_CLASSES for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE, n_class=c) if s.decode]
+            specs += int4_specs("bf16", weight, "none", group, n=TEST_ROWS)
+        specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
         specs += [Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=c)
                   for c in SMALL_BLOCK_DECODE_CONFIGS]
     specs += [Int4Spec(dtype, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for dtype in ("bf16", "fp16")]
@@ -79,13 +85,14 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-gpu-tests": _gpu_tests,
     "int4-gated-tests": lambda: [s for case in GATED_TEST_CASES for s in int4_gated_specs(*case)],
     "int4-gated-bench": lambda: int4_gated_specs("bf16", "s4", "silu"),
-    "int4-bench": lambda: [s for c in N_CLASSES for s in int4_specs("bf16", "s4", "none", 128, n_class=c)
-                           if s.decode or c == 0],
+    "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
-    # One mixed-input kernel and the heaviest decode kernel (16 tokens: the most registers).
-    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE)[2],
+    # One mixed-input kernel and two decode kernels: the 16-token default (the most registers a thread) and the
+    # table's 16-warp one (two registers under its 128-register cap: where a header change spills first).
+    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, n=TEST_ROWS)[2],
                                 Int4Spec("bf16", "u4", epilogue=Epilogue.parse(TEST_FULL_EPILOGUE),
-                                         config=DecodeConfig(16))],
+                                         config=DecodeConfig(16)),
+                                int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, n=TEST_ROWS)[0]],
     "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
     "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),
     "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in SWEEP_CONFIGS],

@@ -17,7 +17,9 @@
 //     weight to 16 bits.  u4's offset needs each group's sum of x, which an MMA with an all-ones
 //     A gives in the accumulators' own layout.
 //   * Each warp streams its slice with loads straight into registers, two stages in flight (a
-//     stage: 16 words a lane; the dense decode kernel's scheme).  A lane reads word `lane` of each
+//     stage: 16 words a lane, 8 with 16 tokens and fewer than 8 blocks; the dense decode kernel's
+//     scheme).  What sets the time is how many warps stream on every SM: the launcher's table picks
+//     CTAs of up to 16 warps by the weight's rows (generator/int4/heuristics.py).  A lane reads word `lane` of each
 //     block: a warp's load is one 128-byte line, and the word is the lane's A fragment as it comes.
 //     (A cp.async ring through shared memory read back with ldmatrix cost 22 instructions per word
 //     of codes and ran at 1.45-2.8x the HBM floor on an H100; a TMA ring was no faster.)
@@ -126,10 +128,11 @@ struct Int4Decode {
   static constexpr int kStep = 2;
   // Steps per register stage, two stages in flight a warp: 16 words of codes a lane a stage (kBlocks
   // a k-block; 8 with one block), at most 4 steps (x's fragments take 2 registers per k-block and
-  // token tile).  With 16 tokens and fewer than 8 blocks, x's fragments take as many registers as the
-  // codes: half the steps, so that CTAs of 12 warps fit (the register file holds more warps, and more
-  // warps streaming beat longer stages: perf/results/h100_int4_decode_launch.txt, 2026-11-26).
+  // token tile).  With 16 tokens and fewer than 8 blocks, x's fragments take at least half as many
+  // registers as the codes: half the steps, so that CTAs of 12 warps fit (more warps streaming beat
+  // longer stages: perf/results/h100_int4_decode_launch.txt, 2026-11-26).
   static constexpr int kStageSteps = (kBlocks >= 8 ? 1 : (kBlocks == 4 ? 2 : 4)) / (kTiles == 2 && kBlocks < 8 ? 2 : 1);
+  static_assert(kStageSteps >= 1, "a register stage holds at least one step");
   static constexpr int kStageKb = kStep * kStageSteps;
   static constexpr int kAhead = 8;               // k-blocks prefetched to L2 before griddepcontrol.wait
   // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
