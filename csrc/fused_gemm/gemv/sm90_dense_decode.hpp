@@ -338,7 +338,7 @@ struct DenseDecodeLauncher {
     // One wave: as many K-slices as keep every CTA resident at once (equal CTAs in more than one wave
     // leave the last wave's SMs streaming alone).  A launch's splits overrides it (the tuner tries some).
     int const resident = Setup::resident(p.device);
-    int const splits = gemv::choose_splits<false>(resident, row_groups, chunks, Decode::kWarps, Decode::kMinChunks,
+    int const splits = gemv::choose_splits<Setup>(p.device, row_groups, chunks, Decode::kWarps, Decode::kMinChunks,
                                                   p.splits);
     d.overlap = DecodeOverlap::for_grid(splits * row_groups, resident);
     return gemv::launch(gemv::kernel<Decode>, d, splits, row_groups, Decode::kThreads, Decode::kSmemBytes,

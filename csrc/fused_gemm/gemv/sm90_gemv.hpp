@@ -33,6 +33,7 @@ CUTLASS_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arr
 CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 
 constexpr int kMaxRanks = 8;   // the largest portable cluster: K-slices per row group
+constexpr int kSplitChoices = 4;   // K splits 1, 2, 4, 8
 
 // The sums of a CTA's kTokens x (16 kBlocks) outputs, over its kWarps warps and its cluster.
 template <int kTokens, int kBlocks, int kWarps>
@@ -153,7 +154,8 @@ inline int check_device_and_tokens(int device, int64_t m, int tokens) {
 }
 
 // Once per device and kernel: the dynamic shared memory attribute (which also loads the module now,
-// not inside a graph capture), the SM count and how many CTAs of the kernel an SM holds.
+// not inside a graph capture), the SM count, how many CTAs of the kernel an SM holds and how many
+// clusters of 2, 4 and 8 of them the GPU holds.
 template <class Tag>
 struct DeviceSetup {
   template <class KernelFn>
@@ -166,8 +168,26 @@ struct DeviceSetup {
     if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
     if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
     int sms = 0, per_sm = 0;
+    int clusters[kSplitChoices] = {};
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
+    // A cluster's CTAs share a GPC: how many clusters of each size the GPU holds at once (a size the
+    // query refuses counts as none: choose_splits never picks it, and a launch that asks for it fails there).
+    for (int i = 1; i < kSplitChoices && err == cudaSuccess; ++i) {
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = 1u << i, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(1u << i, 1, 1);
+      config.blockDim = dim3(threads, 1, 1);
+      config.dynamicSmemBytes = size_t(smem_bytes);
+      config.attrs = &attr;
+      config.numAttrs = 1;
+      if (cudaOccupancyMaxActiveClusters(&clusters[i], reinterpret_cast<void const *>(kernel), &config) != cudaSuccess) {
+        cudaGetLastError();
+        clusters[i] = 0;
+      }
+    }
     if (current >= 0 && current != device) {
       cudaError_t const restored = cudaSetDevice(current);
       if (err == cudaSuccess) err = restored;
@@ -177,21 +197,27 @@ struct DeviceSetup {
       return fail(FG_ERR_CUDA, std::string("preparing the ") + what + ": " + cudaGetErrorString(err));
     }
     state()[device].per_sm.store(per_sm > 0 ? per_sm : 1, std::memory_order_relaxed);
+    for (int i = 1; i < kSplitChoices; ++i) state()[device].clusters[i].store(clusters[i], std::memory_order_relaxed);
     state()[device].sms.store(sms, std::memory_order_release);   // last: it marks the device prepared
     return FG_OK;
   }
 
   static int sms(int device) { return state()[device].sms.load(std::memory_order_relaxed); }
   // CTAs the whole GPU holds at once (without clusters: those of 2+ CTAs must also share a GPC, so a
-  // clustered grid of this size may still spill into a second wave).
+  // clustered grid of this size may still spill into a second wave; see clusters()).
   static int resident(int device) {
     return sms(device) * state()[device].per_sm.load(std::memory_order_relaxed);
+  }
+  // Clusters of 2^i CTAs the GPU holds at once (i = 0: single CTAs, resident()).
+  static int clusters(int device, int i) {
+    return i == 0 ? resident(device) : state()[device].clusters[i].load(std::memory_order_relaxed);
   }
 
  private:
   struct State {
     std::atomic<int> sms{0};
     std::atomic<int> per_sm{0};
+    std::atomic<int> clusters[kSplitChoices]{};
   };
   static State *state() {
     static State states[kMaxDevices];
@@ -200,16 +226,21 @@ struct DeviceSetup {
 };
 
 // K-slices per row group (a power of two, up to a cluster of kMaxRanks) while every warp keeps at
-// least `min_units` of the `k_units` units of K: the fewest that give at least `target` CTAs
-// (kAtLeast), or the most that give at most `target` (a grid that is one wave, when target is what
-// the GPU holds at once).  `requested` > 1 (a launch option) overrides the choice.
-template <bool kAtLeast>
-inline int choose_splits(int target, int row_groups, int k_units, int warps, int min_units, int requested) {
+// least `min_units` of the `k_units` units of K: the most whose grid is one wave (equal CTAs in more
+// than one wave leave the last wave's SMs streaming alone), counted in CTAs and in clusters, since a
+// cluster's CTAs must share a GPC: 64 clusters of two full-SM CTAs may not fit 132 SMs at once.
+// (Counting clusters too took an H100's int4 decode at 4096 x 4096 from 10.6 to 6.3 us with 8-warp
+// CTAs and at 2048 x 4096 from 8.1 to 5.1 with 16-warp ones; no shape got slower:
+// perf/results/h100_int4_decode_launch.txt, 2026-11-26.)  `requested` > 1 (a launch option) overrides it.
+template <class Setup>
+inline int choose_splits(int device, int row_groups, int k_units, int warps, int min_units, int requested) {
   if (requested > 1) return requested < kMaxRanks ? requested : kMaxRanks;
   int const max_by_k = k_units / (min_units * warps);
   int s = 1;
-  while (s < kMaxRanks && 2 * s <= max_by_k && (kAtLeast ? row_groups * s < target : row_groups * 2 * s <= target)) {
-    s *= 2;
+  for (int i = 1; i < kSplitChoices && (1 << i) <= max_by_k && row_groups * (1 << i) <= Setup::resident(device) &&
+                  row_groups <= Setup::clusters(device, i);
+       ++i) {
+    s = 1 << i;
   }
   return s;
 }

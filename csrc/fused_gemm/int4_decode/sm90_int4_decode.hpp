@@ -503,8 +503,8 @@ struct Int4DecodeLauncher {
     int const steps = (d.k / 16 + D::kStep - 1) / D::kStep;   // as the kernel counts them
     int const splits = Kernel::kGated && D::kBlocks == 1
                            ? 1
-                           : gemv::choose_splits<false>(gemv::DeviceSetup<D>::resident(p.device), row_groups, steps,
-                                                        D::kWarps, 2, requested_splits);
+                           : gemv::choose_splits<gemv::DeviceSetup<D>>(p.device, row_groups, steps, D::kWarps, 2,
+                                                                      requested_splits);
     return gemv::launch(gemv::kernel<D>, d, splits, row_groups, D::kThreads, D::kSmemBytes, p.stream, p.pdl != 0,
                         "int4 decode");
   }
