@@ -50,7 +50,8 @@ namespace fused_gemm {
 //   256 CTAs: launching the next at once cost 0.3 / 0.3 us at 4096 x 4096 and 3 / 5 us at 4096 x 14336
 //   (at M = 16 it gained 0.5 / 0.6 us at 4096 x 4096: the unroll=3 config, two CTAs an SM, fills the
 //   GPU there and so launches the next at once).
-// `resident` ignores cluster placement: a clustered grid counted as one wave may still spill.
+// `resident` counts CTA slots, not clusters: a grid that choose_splits fitted to the clusters the GPU
+// holds may leave CTA slots free and still count as under one wave here.
 struct DecodeOverlap {
   int ahead = 8;            // chunks per row each warp prefetches to L2 before griddepcontrol.wait
   bool early = false;       // launch_dependents at the start (else once every load is issued)
@@ -335,8 +336,8 @@ struct DenseDecodeLauncher {
     d.alpha = p.alpha, d.beta = p.beta;
     int const row_groups = int((p.n + Decode::kRows - 1) / Decode::kRows);
     int const chunks = int((p.k + Decode::kChunk - 1) / Decode::kChunk);
-    // One wave: as many K-slices as keep every CTA resident at once (equal CTAs in more than one wave
-    // leave the last wave's SMs streaming alone).  A launch's splits overrides it (the tuner tries some).
+    // One wave: as many K-slices as keep every CTA (and every cluster) resident at once (gemv::choose_splits).
+    // A launch's splits overrides it (the tuner tries some).
     int const resident = Setup::resident(p.device);
     int const splits = gemv::choose_splits<Setup>(p.device, row_groups, chunks, Decode::kWarps, Decode::kMinChunks,
                                                   p.splits);

@@ -34,6 +34,7 @@ CUTLASS_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "m
 
 constexpr int kMaxRanks = 8;   // the largest portable cluster: K-slices per row group
 constexpr int kSplitChoices = 4;   // K splits 1, 2, 4, 8
+static_assert(1 << (kSplitChoices - 1) == kMaxRanks, "the split choices end at the largest cluster");
 
 // The sums of a CTA's kTokens x (16 kBlocks) outputs, over its kWarps warps and its cluster.
 template <int kTokens, int kBlocks, int kWarps>

@@ -17,8 +17,8 @@
 //     weight to 16 bits.  u4's offset needs each group's sum of x, which an MMA with an all-ones
 //     A gives in the accumulators' own layout.
 //   * Each warp streams its slice with loads straight into registers, two stages in flight (a
-//     stage: 16 words a lane, 8 with 16 tokens and fewer than 8 blocks; the dense decode kernel's
-//     scheme).  What sets the time is how many warps stream on every SM: the launcher's table picks
+//     stage: 16 words a lane, half that with 16 tokens and fewer than 8 blocks, 8 with one block;
+//     the dense decode kernel's scheme).  What sets the time is how many warps stream on every SM: the launcher's table picks
 //     CTAs of up to 16 warps by the weight's rows (generator/int4/heuristics.py).  A lane reads word `lane` of each
 //     block: a warp's load is one 128-byte line, and the word is the lane's A fragment as it comes.
 //     (A cp.async ring through shared memory read back with ldmatrix cost 22 instructions per word
@@ -495,8 +495,8 @@ struct Int4DecodeLauncher {
   template <class D>
   static int launch(Int4DecodeParams const &d, Problem const &p, int requested_splits) {
     int const row_groups = (d.blocks_n + D::kBlocks - 1) / D::kBlocks;
-    // One wave: as many K-slices as keep every CTA resident at once, each warp with at least two
-    // steps of K (the dense decode kernel's rule).  A streaming warp hides little latency itself, so
+    // One wave: as many K-slices as keep every CTA and cluster resident at once, each warp with at
+    // least two steps of K (gemv::choose_splits, the dense decode kernel's rule).  A streaming warp hides little latency itself, so
     // what counts is warps resident on every SM: a second, partial wave left 28672 x 4096 at 1.5x the
     // floor on an H100 where one wave of as many warps ran 1.15-1.25x.  A launch's splits overrides
     // it (perf/int4_decode_launch.py).
