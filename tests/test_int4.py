@@ -143,17 +143,20 @@ def test_int4_decodes_on_the_decode_kernel():
     e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
     assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16, 17)] == \
         [True, True, True, True, False] * 2
-    # int4_linear's decode rows depend on the weight's rows N; M > 16 does not
+    # int4_linear's decode rows depend on the weight's shape (N, K); M > 16 does not
     assert [spec_for("bf16", "s4", "none", 128, 4096, m, n=4096).config for m in (1, 8, 9, 16)] == \
-        [DecodeConfig(8, 16, 4)] * 2 + [DecodeConfig(16, 12, 4)] * 2
-    assert spec_for("bf16", "s4", "none", 128, 4096, 1).config == DecodeConfig(8, 16, 4)     # N unknown: the first
-    assert [n_class("s4", n) for n in (16, 8192, 8208, 14336, 16383, 16384, 28672)] == [0, 0, 1, 1, 1, 2, 2]
+        [DecodeConfig(8, 16, 2)] * 2 + [DecodeConfig(16, 12, 4)] * 2
+    assert spec_for("bf16", "s4", "none", 128, 8192, 1, n=4096).config == DecodeConfig(8, 16, 4)
+    assert spec_for("bf16", "s4", "none", 128, 4096, 1).config == DecodeConfig(8, 16, 2)     # N unknown: the first
+    shapes = [(16, 4096), (4096, 6144), (4096, 6272), (4112, 4096), (8192, 14336), (8208, 4096), (16383, 4096),
+              (16384, 4096), (28672, 4096)]
+    assert [n_class("s4", n, k) for n, k in shapes] == [0, 0, 1, 1, 1, 2, 2, 3, 3]
     assert spec_for("bf16", "u4", "none", 128, 4096, 1, n=14336).config == DecodeConfig(8, 8, 4)
     wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=28672).config for m in (1, 8, 9, 16, 17)]
     assert wide[:4] == [DecodeConfig(8, 4, 4)] * 2 + [DecodeConfig(16, 4, 8)] * 2
     assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17, n=4096).config
     # int4_gated_linear keeps its 8-block rows (a gate with its up) at every N; e4m3 has no decode rows
-    assert n_class("s4", 4096, gated=True) == n_class("e4m3", 4096) == GATED
+    assert n_class("s4", 4096, 4096, gated=True) == n_class("e4m3", 4096, 4096) == GATED
     assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=57344).config == DecodeConfig(8)
     assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True, n=4096).config == DecodeConfig(16, 2, 8)
     assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
@@ -170,10 +173,13 @@ def test_int4_decodes_on_the_decode_kernel():
 M_VALUES = [1, 7, 13, 40, 129, 4095]
 GATED_M = [1, 7, 13, 40, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
-# One N for each of int4_linear's decode rows classes: N_TEST, then 16 rows past each class's largest N (no
-# multiple of 64: the last row group overlaps the one before).
-ROWS_BY_CLASS = (N_TEST,) + tuple((c.max_n // 16 + 1) * 16 for c in DECODE_BY_N["sm90a"][:-1])
+# One N for each of int4_linear's decode rows classes at K = 256: N_TEST, then 32 rows past each class's largest
+# N (no multiple of 64: the last row group overlaps the one before).
+ROWS_BY_CLASS = (N_TEST,) + tuple((c.max_n // 16 + 2) * 16 for c in DECODE_BY_N["sm90a"][:-1])
 GROUP_M = [7, 129]
+# test_decode_kernel_splits_k's (N, K, group): a cluster of 8 (the second rows class: K > 6144), K slices that end
+# inside a group, per channel, K not a multiple of 64
+SPLIT_K_CASES = [(400, 16384, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)]
 GROUPS = [64, 128, K_TEST]
 
 
@@ -195,6 +201,8 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     need |= {spec_for("bf16", w, "bias+silu+residual", g, 4096, 1) for w in ("s4", "u4") for g in (64, 128, 4096)}
     need |= {spec_for("bf16", w, "bias+silu+residual", 128, 256, m, n=n) for w in ("s4", "u4") for m in (1, 13)
              for n in ROWS_BY_CLASS}
+    need |= {spec_for("bf16", w, "bias+silu+residual", g, k, m, n=n) for w in ("s4", "u4") for m in (1, 5, 16)
+             for n, k, g in SPLIT_K_CASES}
     need |= {Int4Spec(d, "s4", config=c) for c in DECODE_SWEEP_CONFIGS for d in ("bf16", "fp16")}
     assert need <= have, sorted(s.uri for s in need - have)
     assert set(preset("int4-bench")) <= have
@@ -489,7 +497,7 @@ def test_group_sizes(symmetric, group, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("n, k, group", [(400, 16384, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)],
+@pytest.mark.parametrize("n, k, group", SPLIT_K_CASES,
                          ids=["cluster-of-8", "uneven-k-slices", "per-channel", "k-not-a-multiple-of-64"])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_kernel_splits_k(symmetric, n, k, group, m):
@@ -545,8 +553,8 @@ def test_decode_weight_narrower_than_a_cta(symmetric, m):
 def test_decode_rows_by_n(symmetric, m, n):
     """int4_linear on a weight of each decode rows class (heuristics.DECODE_BY_N), with a last row group
     that overlaps the one before (N is no multiple of the CTAs' rows); at K = 256 the 12- and 16-warp
-    CTAs of the first class have warps with no K."""
-    assert [n_class("s4", rows) for rows in ROWS_BY_CLASS] == list(rows_classes("s4"))
+    CTAs of the first classes have warps with no K."""
+    assert [n_class("s4", rows, 256) for rows in ROWS_BY_CLASS] == list(rows_classes("s4"))
     k = 256
     spec = spec_for("bf16", "s4" if symmetric else "u4", "bias+silu+residual", 128, k, m, n=n)
     w = make_weight(n, k, 128, symmetric, torch.bfloat16, seed=m)

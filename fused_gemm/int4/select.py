@@ -1,5 +1,6 @@
 """Which int4-family kernel a call of int4_linear, int4_gated_linear or fp8_weight_linear runs: the
 spec for its x dtype, weight kind, epilogue, k-tile class, M bucket and rows class (the weight's N picks
+and K pick
 int4_linear's decode rows; generator/int4/heuristics.py), compiled on first use and memoised per op
 (``jit.Selection``), so a call costs one dict hit."""
 from __future__ import annotations
@@ -26,7 +27,7 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # The k-tile depends on the group size only through these two (heuristics.config_for).
     k_class = (group_size == k, group_size % 128)
-    rows_class = n_class(weight, n, gated)
+    rows_class = n_class(weight, n, k, gated)
     key = (x.dtype, weight, None if bias is None else bias.dtype, activation,
            None if residual is None else residual.dtype, k_class, row, gated, rows_class)
 

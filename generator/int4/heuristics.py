@@ -3,7 +3,7 @@
 Rows are tried in order; the first whose ``max_m`` covers M wins.
   M <= 16, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
     mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp), 8 tokens up to M = 8, then 16, its
-    CTA shape by the weight's rows N for int4_linear (DECODE_BY_N) and one for int4_gated_linear.  The
+    CTA shape by the weight's shape for int4_linear (DECODE_BY_N) and one for int4_gated_linear.  The
     mixed-input wgmma kernels read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor,
     slower than tinygemm at M = 1).
   M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
@@ -44,13 +44,17 @@ INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_R
 
 @dataclass(frozen=True)
 class RowsClass:
-    """int4_linear's decode rows for weights of up to ``max_n`` rows (N)."""
+    """int4_linear's decode rows for weights of up to ``max_n`` rows (N) and ``max_k`` columns (K)."""
     max_n: int
     decode: Tuple[Rule, Rule]       # M <= 8, M <= 16
+    max_k: int = _BIG_M
 
 
-# int4_linear's decode rows by the weight's rows N: the first class whose max_n covers N.  A streaming warp
-# hides little latency itself, so what counts is warps resident on every SM, with the CTAs spread evenly:
+# int4_linear's decode rows by the weight's shape: the first class whose max_n and max_k cover it.  A streaming
+# warp hides little latency itself, so what counts is warps resident on every SM, with the CTAs spread evenly:
+#   * N <= 4096 and K <= 6144, M <= 8: 32-row CTAs of 16 warps (128 registers): up to 128 row groups, one
+#     CTA an SM with no cluster at 4096 rows (4096 x 4096 6.2 us against 7.0-7.1 for 64-row CTAs, 4096 x
+#     6144 7.8 against 8.5, 3072 x 4096 5.6 against 5.9; 64-row CTAs win at K = 8192 and 14336);
 #   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 12 warps (16 tokens,
 #     half-length register stages, 159-165 registers): N / 64 row groups times the K split fill about one
 #     CTA per SM;
@@ -60,8 +64,10 @@ class RowsClass:
 # Llama-3-70B's TP-8 shapes (perf/int4_decode_launch.py --shapes, 2026-11-26; the README lists the times and
 # perf/results/h100_int4_decode_launch.txt has the runs): e.g. 4096 x 14336 at M = 1 / 16 in 13.2 / 17.5 us
 # against 15.1 / 25.3.  At 7168 x 8192 and M = 16 the next class's 4-warp 8-block CTA ties (17.0 against 17.2).
+_DECODE_16_TOKENS_NARROW = Rule(16, DecodeConfig(16, 12, 4))
 DECODE_BY_N: Dict[str, Tuple[RowsClass, ...]] = {"sm90a": (
-    RowsClass(8192, (Rule(8, DecodeConfig(8, 16, 4)), Rule(16, DecodeConfig(16, 12, 4)))),
+    RowsClass(4096, (Rule(8, DecodeConfig(8, 16, 2)), _DECODE_16_TOKENS_NARROW), max_k=6144),
+    RowsClass(8192, (Rule(8, DecodeConfig(8, 16, 4)), _DECODE_16_TOKENS_NARROW)),
     RowsClass(16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
     RowsClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
 )}
@@ -71,12 +77,12 @@ assert all(tuple(r.max_m for r in c.decode) == tuple(r.max_m for r in _DECODE_GA
 GATED = None    # the rows class of int4_gated_linear, and of weights whose rows do not depend on N (e4m3)
 
 
-def n_class(weight: str, n: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
-    """Which of int4_linear's decode row classes serves an N-row weight (an index into
+def n_class(weight: str, n: int, k: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
+    """Which of int4_linear's decode rows classes serves an N x K weight (an index into
     DECODE_BY_N[arch]), or GATED: int4_gated_linear's rows, and for e4m3 weights their only table."""
     if gated or canonical_dtype(weight) not in INT4_WEIGHTS:
         return GATED
-    return next(i for i, c in enumerate(DECODE_BY_N[arch]) if n <= c.max_n)
+    return next(i for i, c in enumerate(DECODE_BY_N[arch]) if n <= c.max_n and k <= c.max_k)
 
 
 def rows_classes(weight: str, arch: str = "sm90a") -> Tuple[Optional[int], ...]:
@@ -107,7 +113,7 @@ SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
 # Decode-kernel alternatives the same sweep times for int4 weights (rows where M fits their tokens).
 DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
     DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4),
-    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4), DecodeConfig(16, 12, 4),
+    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4), DecodeConfig(16, 12, 4), DecodeConfig(8, 16, 2),
 )
 
 
@@ -145,7 +151,7 @@ def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int,
     """The kernel int4_linear (weight 's4'/'u4'), int4_gated_linear (gated) or fp8_weight_linear
     ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M,
     and N: the weight's rows, which pick int4_linear's decode rows)."""
-    rule = rules(arch, weight, n_class(weight, n, gated, arch))[row_index(arch, weight, m)]
+    rule = rules(arch, weight, n_class(weight, n, k, gated, arch))[row_index(arch, weight, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,
                     config=config_for(rule, group_size, k), arch=arch, gated=gated)

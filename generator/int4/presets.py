@@ -7,15 +7,15 @@ perf/bench_fp8_weight.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..gemm.spec import Epilogue, canonical_dtype
 from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, n_class, rows_classes, rules,
                          sweep_configs)
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
-# (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket, on weights of TEST_ROWS rows.
-TEST_ROWS = 272
+# (dtype, weight, epilogue, group size) sets the GPU tests run at every M bucket, on weights of TEST_SHAPE (N, K).
+TEST_SHAPE = (272, 512)
 TEST_GROUPS = (64, 128)                   # and per channel (group size = K), served by the group-128 kernels
 TEST_FULL_EPILOGUE = "bias+gelu_tanh+residual"
 DECODE_TEST_EPILOGUE = "bias+silu+residual"   # tests/test_int4.py's K-split cases (decode kernels only)
@@ -35,12 +35,13 @@ def _specs(dtype, weight, epilogue, group_size, out_dtype, arch, classes, gated=
 
 
 def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", group_size: int = 128,
-               out_dtype: Optional[str] = None, arch: str = "sm90a", n: Optional[int] = None) -> List[Int4Spec]:
+               out_dtype: Optional[str] = None, arch: str = "sm90a",
+               shape: Optional[Tuple[int, int]] = None) -> List[Int4Spec]:
     """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
-    arguments and a weight of ``n`` rows, one per M bucket of its table; n None: for every weight (its
-    decode rows depend on N: heuristics.DECODE_BY_N).  For a per-channel int4 weight pass any group size
-    that is a multiple of 128; an e4m3 weight is always per channel and ignores it."""
-    classes = rows_classes(weight, arch) if n is None else (n_class(weight, n, arch=arch),)
+    arguments and a weight of ``shape`` (N, K), one per M bucket of its table; shape None: for every
+    weight (its decode rows depend on the shape: heuristics.DECODE_BY_N).  For a per-channel int4 weight
+    pass any group size that is a multiple of 128; an e4m3 weight is always per channel and ignores it."""
+    classes = rows_classes(weight, arch) if shape is None else (n_class(weight, *shape, arch=arch),)
     return _specs(dtype, weight, epilogue, group_size, out_dtype, arch, classes)
 
 
@@ -66,10 +67,10 @@ def _gpu_tests() -> List[Int4Spec]:
     specs = []
     for dtype in ("bf16", "fp16"):
         for weight in ("s4", "u4"):
-            specs += int4_specs(dtype, weight, TEST_FULL_EPILOGUE, n=TEST_ROWS)
+            specs += int4_specs(dtype, weight, TEST_FULL_EPILOGUE, shape=TEST_SHAPE)
     for weight in ("s4", "u4"):
         for group in TEST_GROUPS:
-            specs += int4_specs("bf16", weight, "none", group, n=TEST_ROWS)
+            specs += int4_specs("bf16", weight, "none", group, shape=TEST_SHAPE)
         specs += [s for s in int4_specs("bf16", weight, DECODE_TEST_EPILOGUE) if s.decode]
         specs += [Int4Spec("bf16", weight, epilogue=Epilogue.parse(DECODE_TEST_EPILOGUE), config=c)
                   for c in SMALL_BLOCK_DECODE_CONFIGS]
@@ -88,11 +89,11 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
     "int4-bench": lambda: int4_specs("bf16", "s4", "none", 128),
     "int4-sweep": lambda: [Int4Spec("bf16", "s4", config=c) for c in sweep_configs("s4")],
     # One mixed-input kernel and two decode kernels: the 16-token default (the most registers a thread) and the
-    # table's 16-warp one (two registers under its 128-register cap: where a header change spills first).
-    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, n=TEST_ROWS)[2],
+    # table's first 16-warp one (at its 128-register cap: where a header change spills first).
+    "int4-compile-ci": lambda: [int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, shape=TEST_SHAPE)[2],
                                 Int4Spec("bf16", "u4", epilogue=Epilogue.parse(TEST_FULL_EPILOGUE),
                                          config=DecodeConfig(16)),
-                                int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, n=TEST_ROWS)[0]],
+                                int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, shape=TEST_SHAPE)[0]],
     "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
     "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),
     "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in SWEEP_CONFIGS],
