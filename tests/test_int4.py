@@ -13,9 +13,9 @@ import fused_gemm.int4.api  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
 from fused_gemm.generator import (Epilogue, Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render,
                                   spec_from_uri)
-from fused_gemm.generator.int4.heuristics import (DECODE_BY_N, DECODE_SWEEP_CONFIGS, GATED, INT4_GATED_RULES, RULES,
-                                                  SWEEP_CONFIGS, config_for, n_class, rows_classes, rules, spec_for,
-                                                  sweep_configs, tile_k_for)
+from fused_gemm.generator.int4.heuristics import (DECODE_BY_SHAPE, DECODE_SWEEP_CONFIGS, GATED, INT4_GATED_RULES,
+                                                  RULES, SWEEP_CONFIGS, config_for, rules, shape_class,
+                                                  shape_classes, spec_for, sweep_configs, tile_k_for)
 from fused_gemm.generator.int4.presets import GATED_TEST_CASES, SMALL_BLOCK_DECODE_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig
 from fused_gemm.int4.weight import (AWQ_ORDER, REORDER_ATOM, Int4Weight, int4_from_awq, int4_from_gptq,
@@ -150,19 +150,19 @@ def test_int4_decodes_on_the_decode_kernel():
     assert spec_for("bf16", "s4", "none", 128, 4096, 1).config == DecodeConfig(8, 16, 2)     # N unknown: the first
     shapes = [(16, 4096), (4096, 6144), (4096, 6272), (4112, 4096), (8192, 14336), (8208, 4096), (16383, 4096),
               (16384, 4096), (28672, 4096)]
-    assert [n_class("s4", n, k) for n, k in shapes] == [0, 0, 1, 1, 1, 2, 2, 3, 3]
+    assert [shape_class("s4", n, k) for n, k in shapes] == [0, 0, 1, 1, 1, 2, 2, 3, 3]
     assert spec_for("bf16", "u4", "none", 128, 4096, 1, n=14336).config == DecodeConfig(8, 8, 4)
     wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=28672).config for m in (1, 8, 9, 16, 17)]
     assert wide[:4] == [DecodeConfig(8, 4, 4)] * 2 + [DecodeConfig(16, 4, 8)] * 2
     assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17, n=4096).config
     # int4_gated_linear keeps its 8-block rows (a gate with its up) at every N; e4m3 has no decode rows
-    assert n_class("s4", 4096, 4096, gated=True) == n_class("e4m3", 4096, 4096) == GATED
+    assert shape_class("s4", 4096, 4096, gated=True) == shape_class("e4m3", 4096, 4096) == GATED
     assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=57344).config == DecodeConfig(8)
     assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True, n=4096).config == DecodeConfig(16, 2, 8)
     assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
     assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
-    assert rows_classes("u4") == tuple(range(len(DECODE_BY_N["sm90a"]))) and rows_classes("e4m3") == (GATED,)
-    for c in rows_classes("s4"):   # every int4 table has the same M buckets, and agrees above 16
+    assert shape_classes("u4") == tuple(range(len(DECODE_BY_SHAPE["sm90a"]))) and shape_classes("e4m3") == (GATED,)
+    for c in shape_classes("s4"):   # every int4 table has the same M buckets, and agrees above 16
         assert [r.max_m for r in rules("sm90a", "s4", c)] == [r.max_m for r in INT4_GATED_RULES["sm90a"]]
         assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"][1:]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
@@ -173,11 +173,11 @@ def test_int4_decodes_on_the_decode_kernel():
 M_VALUES = [1, 7, 13, 40, 129, 4095]
 GATED_M = [1, 7, 13, 40, 129]
 N_TEST, K_TEST = 272, 512          # N: no multiple of 64 (partial weight tiles); K: 4 groups of 128
-# One N for each of int4_linear's decode rows classes at K = 256: N_TEST, then 32 rows past each class's largest
+# One N for each of int4_linear's decode shape classes at K = 256: N_TEST, then 32 rows past each class's largest
 # N (no multiple of 64: the last row group overlaps the one before).
-ROWS_BY_CLASS = (N_TEST,) + tuple((c.max_n // 16 + 2) * 16 for c in DECODE_BY_N["sm90a"][:-1])
+ROWS_BY_CLASS = (N_TEST,) + tuple((c.max_n // 16 + 2) * 16 for c in DECODE_BY_SHAPE["sm90a"][:-1])
 GROUP_M = [7, 129]
-# test_decode_kernel_splits_k's (N, K, group): a cluster of 8 (the second rows class: K > 6144), K slices that end
+# test_decode_kernel_splits_k's (N, K, group): a cluster of 8 (the second shape class: K > 6144), K slices that end
 # inside a group, per channel, K not a multiple of 64
 SPLIT_K_CASES = [(400, 16384, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 2080, 2080)]
 GROUPS = [64, 128, K_TEST]
@@ -551,10 +551,10 @@ def test_decode_weight_narrower_than_a_cta(symmetric, m):
 @pytest.mark.parametrize("m", [1, 13])
 @pytest.mark.parametrize("symmetric", [True, False], ids=["s4", "u4"])
 def test_decode_rows_by_n(symmetric, m, n):
-    """int4_linear on a weight of each decode rows class (heuristics.DECODE_BY_N), with a last row group
+    """int4_linear on a weight of each decode shape class (heuristics.DECODE_BY_SHAPE), with a last row group
     that overlaps the one before (N is no multiple of the CTAs' rows); at K = 256 the 12- and 16-warp
     CTAs of the first classes have warps with no K."""
-    assert [n_class("s4", rows, 256) for rows in ROWS_BY_CLASS] == list(rows_classes("s4"))
+    assert [shape_class("s4", rows, 256) for rows in ROWS_BY_CLASS] == list(shape_classes("s4"))
     k = 256
     spec = spec_for("bf16", "s4" if symmetric else "u4", "bias+silu+residual", 128, k, m, n=n)
     w = make_weight(n, k, 128, symmetric, torch.bfloat16, seed=m)

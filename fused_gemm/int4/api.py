@@ -32,7 +32,7 @@ _gated_selection = jit.Selection("int4_gated_linear")
 
 def select(x, zeros, group_size: int, bias, activation, residual, m: int, k: int, n: int) -> Int4Op:
     """The kernel for this call's dtypes, weight kind (s4 without zeros, u4 with), epilogue, k-tile
-    class, M bucket and (int4 decode rows) the weight's rows class; memoised."""
+    class, M bucket and weight shape (N, K: int4_linear's decode rows); memoised."""
     return choose_kernel(_selection, x, "s4" if zeros is None else "u4", group_size, bias, activation, residual, m, k,
                          n)
 

@@ -1,6 +1,5 @@
 """Which int4-family kernel a call of int4_linear, int4_gated_linear or fp8_weight_linear runs: the
-spec for its x dtype, weight kind, epilogue, k-tile class, M bucket and rows class (the weight's N picks
-and K pick
+spec for its x dtype, weight kind, epilogue, k-tile class, M bucket and weight shape (N and K pick
 int4_linear's decode rows; generator/int4/heuristics.py), compiled on first use and memoised per op
 (``jit.Selection``), so a call costs one dict hit."""
 from __future__ import annotations
@@ -10,7 +9,7 @@ import torch
 from .. import jit
 from ..generator import Epilogue, SpecError
 from ..generator.gemm.spec import ACTIVATIONS
-from ..generator.int4.heuristics import n_class, row_index, spec_for
+from ..generator.int4.heuristics import row_index, spec_for
 from ..kernel_op import dtype_name
 from .op import Int4Op
 
@@ -27,9 +26,9 @@ def select(selection: jit.Selection, x, weight: str, group_size: int, bias, acti
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # The k-tile depends on the group size only through these two (heuristics.config_for).
     k_class = (group_size == k, group_size % 128)
-    rows_class = n_class(weight, n, k, gated)
+    # The weight's shape itself, not its class (heuristics.shape_class): a call then adds no table walk.
     key = (x.dtype, weight, None if bias is None else bias.dtype, activation,
-           None if residual is None else residual.dtype, k_class, row, gated, rows_class)
+           None if residual is None else residual.dtype, k_class, row, gated, n, k)
 
     def choose() -> Int4Op:
         act = "identity" if activation in (None, "none") else activation

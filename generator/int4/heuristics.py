@@ -3,7 +3,7 @@
 Rows are tried in order; the first whose ``max_m`` covers M wins.
   M <= 16, int4 weights (decode): the decode kernel (DecodeConfig: a weight-streaming GEMV on
     mma.sync, csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp), 8 tokens up to M = 8, then 16, its
-    CTA shape by the weight's shape for int4_linear (DECODE_BY_N) and one for int4_gated_linear.  The
+    CTA shape by the weight's shape for int4_linear (DECODE_BY_SHAPE) and one for int4_gated_linear.  The
     mixed-input wgmma kernels read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor,
     slower than tinygemm at M = 1).
   M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
@@ -43,7 +43,7 @@ INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_R
 
 
 @dataclass(frozen=True)
-class RowsClass:
+class ShapeClass:
     """int4_linear's decode rows for weights of up to ``max_n`` rows (N) and ``max_k`` columns (K)."""
     max_n: int
     decode: Tuple[Rule, Rule]       # M <= 8, M <= 16
@@ -65,39 +65,39 @@ class RowsClass:
 # perf/results/h100_int4_decode_launch.txt has the runs): e.g. 4096 x 14336 at M = 1 / 16 in 13.2 / 17.5 us
 # against 15.1 / 25.3.  At 7168 x 8192 and M = 16 the next class's 4-warp 8-block CTA ties (17.0 against 17.2).
 _DECODE_16_TOKENS_NARROW = Rule(16, DecodeConfig(16, 12, 4))
-DECODE_BY_N: Dict[str, Tuple[RowsClass, ...]] = {"sm90a": (
-    RowsClass(4096, (Rule(8, DecodeConfig(8, 16, 2)), _DECODE_16_TOKENS_NARROW), max_k=6144),
-    RowsClass(8192, (Rule(8, DecodeConfig(8, 16, 4)), _DECODE_16_TOKENS_NARROW)),
-    RowsClass(16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
-    RowsClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+DECODE_BY_SHAPE: Dict[str, Tuple[ShapeClass, ...]] = {"sm90a": (
+    ShapeClass(4096, (Rule(8, DecodeConfig(8, 16, 2)), _DECODE_16_TOKENS_NARROW), max_k=6144),
+    ShapeClass(8192, (Rule(8, DecodeConfig(8, 16, 4)), _DECODE_16_TOKENS_NARROW)),
+    ShapeClass(16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
+    ShapeClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
 )}
 # row_index reads any int4 table's M buckets from the gated one's: they must agree.
 assert all(tuple(r.max_m for r in c.decode) == tuple(r.max_m for r in _DECODE_GATED)
-           for classes in DECODE_BY_N.values() for c in classes)
-GATED = None    # the rows class of int4_gated_linear, and of weights whose rows do not depend on N (e4m3)
+           for classes in DECODE_BY_SHAPE.values() for c in classes)
+GATED = None    # the shape class of int4_gated_linear, and of weights whose rows do not depend on N (e4m3)
 
 
-def n_class(weight: str, n: int, k: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
-    """Which of int4_linear's decode rows classes serves an N x K weight (an index into
-    DECODE_BY_N[arch]), or GATED: int4_gated_linear's rows, and for e4m3 weights their only table."""
+def shape_class(weight: str, n: int, k: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
+    """Which of int4_linear's decode shape classes serves an N x K weight (an index into
+    DECODE_BY_SHAPE[arch]), or GATED: int4_gated_linear's rows, and for e4m3 weights their only table."""
     if gated or canonical_dtype(weight) not in INT4_WEIGHTS:
         return GATED
-    return next(i for i, c in enumerate(DECODE_BY_N[arch]) if n <= c.max_n and k <= c.max_k)
+    return next(i for i, c in enumerate(DECODE_BY_SHAPE[arch]) if n <= c.max_n and k <= c.max_k)
 
 
-def rows_classes(weight: str, arch: str = "sm90a") -> Tuple[Optional[int], ...]:
-    """Every rows class int4_linear may use for a weight kind (GATED alone for e4m3)."""
-    return tuple(range(len(DECODE_BY_N[arch]))) if canonical_dtype(weight) in INT4_WEIGHTS else (GATED,)
+def shape_classes(weight: str, arch: str = "sm90a") -> Tuple[Optional[int], ...]:
+    """Every shape class int4_linear may use for a weight kind (GATED alone for e4m3)."""
+    return tuple(range(len(DECODE_BY_SHAPE[arch]))) if canonical_dtype(weight) in INT4_WEIGHTS else (GATED,)
 
 
-def rules(arch: str, weight: str, rows_class: Optional[int]) -> Tuple[Rule, ...]:
-    """The table for a weight kind and rows class (see n_class): int4 (s4, u4) decodes on the decode
+def rules(arch: str, weight: str, class_index: Optional[int]) -> Tuple[Rule, ...]:
+    """The table for a weight kind and shape class (see shape_class): int4 (s4, u4) decodes on the decode
     kernel, int4_linear with the class's rows, int4_gated_linear (GATED) with its own; e4m3 does not."""
     if canonical_dtype(weight) not in INT4_WEIGHTS:
         return RULES[arch]
-    if rows_class is GATED:
+    if class_index is GATED:
         return INT4_GATED_RULES[arch]
-    return DECODE_BY_N[arch][rows_class].decode + SM90_RULES[1:]
+    return DECODE_BY_SHAPE[arch][class_index].decode + SM90_RULES[1:]
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
@@ -112,8 +112,8 @@ SWEEP_CONFIGS: Tuple[TileConfig, ...] = (
 
 # Decode-kernel alternatives the same sweep times for int4 weights (rows where M fits their tokens).
 DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
-    DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4),
-    DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4), DecodeConfig(16, 12, 4), DecodeConfig(8, 16, 2),
+    DecodeConfig(16, 2, 8), DecodeConfig(16, 4, 8), DecodeConfig(16, 8, 4), DecodeConfig(16, 12, 4),
+    DecodeConfig(8, 2, 8), DecodeConfig(8, 4, 4), DecodeConfig(8, 8, 4), DecodeConfig(8, 16, 4), DecodeConfig(8, 16, 2),
 )
 
 
@@ -151,7 +151,7 @@ def spec_for(dtype: str, weight: str, epilogue, group_size: int, k: int, m: int,
     """The kernel int4_linear (weight 's4'/'u4'), int4_gated_linear (gated) or fp8_weight_linear
     ('e4m3', group size = K) runs for these arguments (x dtype, weight, epilogue, group size, K, M,
     and N: the weight's rows, which pick int4_linear's decode rows)."""
-    rule = rules(arch, weight, n_class(weight, n, k, gated, arch))[row_index(arch, weight, m)]
+    rule = rules(arch, weight, shape_class(weight, n, k, gated, arch))[row_index(arch, weight, m)]
     ep = Epilogue.parse(epilogue) if isinstance(epilogue, str) else epilogue
     return Int4Spec(dtype, weight, residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=ep,
                     config=config_for(rule, group_size, k), arch=arch, gated=gated)

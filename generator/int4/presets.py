@@ -6,11 +6,10 @@ int4_gated_linear (perf/bench_int4_gated.py); 'fp8-weight-gpu-tests', 'fp8-weigh
 perf/bench_fp8_weight.py)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, n_class, rows_classes, rules,
+from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, rules, shape_class, shape_classes,
                          sweep_configs)
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
@@ -39,9 +38,9 @@ def int4_specs(dtype: str = "bf16", weight: str = "s4", epilogue: str = "none", 
                shape: Optional[Tuple[int, int]] = None) -> List[Int4Spec]:
     """The kernels ``int4_linear`` (or, for weight 'e4m3', ``fp8_weight_linear``) uses for these
     arguments and a weight of ``shape`` (N, K), one per M bucket of its table; shape None: for every
-    weight (its decode rows depend on the shape: heuristics.DECODE_BY_N).  For a per-channel int4 weight
+    weight (its decode rows depend on the shape: heuristics.DECODE_BY_SHAPE).  For a per-channel int4 weight
     pass any group size that is a multiple of 128; an e4m3 weight is always per channel and ignores it."""
-    classes = rows_classes(weight, arch) if shape is None else (n_class(weight, *shape, arch=arch),)
+    classes = shape_classes(weight, arch) if shape is None else (shape_class(weight, *shape, arch=arch),)
     return _specs(dtype, weight, epilogue, group_size, out_dtype, arch, classes)
 
 
