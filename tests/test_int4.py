@@ -183,6 +183,16 @@ SPLIT_K_CASES = [(400, 16384, 128), (4096, 4160, 64), (528, 2048, 2048), (1040, 
 GROUPS = [64, 128, K_TEST]
 
 
+@pytest.mark.parametrize("warps", [3, 6, 32])
+def test_decode_warps_outside_the_choices_are_refused(warps):
+    """DecodeConfig names the warp counts it takes (12 and 16 serve the int4 kernel's 4-block CTAs)."""
+    with pytest.raises(SpecError, match=r"decode warps .* must be one of \(1, 2, 4, 8, 12, 16\)"):
+        DecodeConfig(8, warps, 4)
+    for ok in (12, 16):
+        spec = Int4Spec("bf16", "s4", config=DecodeConfig(8, ok, 2))
+        assert spec_from_uri(spec.uri) == spec
+
+
 def test_gated_table_and_preset():
     """int4_gated_linear takes its own rows (the 8-block decode kernels to M = 16, then int4_linear's);
     the preset holds what the gated GPU tests run."""
