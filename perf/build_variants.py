@@ -1,6 +1,6 @@
 """Builds variants of a kernel for side-by-side timing, without touching the kernel cache:
 
-    python perf/build_variants.py DIR NAME=URI [NAME=URI ...] [--flags -DFOO=1 ...] [--shadow HEADERS]
+    python perf/build_variants.py DIR NAME=URI [NAME=URI ...] [--flags='-DFOO=1 ...'] [--shadow HEADERS]
 
 Each NAME gets DIR/NAME/lib.so (URI's source as the generator renders it, compiled with the
 toolchain's own nvcc line plus --flags, with --shadow's folder ahead of csrc/ on the include path)
@@ -12,6 +12,7 @@ that take --variants DIR (perf/int4_decode_launch.py, perf/bench_gemm_decode.py)
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -56,14 +57,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", type=Path)
     ap.add_argument("variants", nargs="+", metavar="NAME=URI")
-    ap.add_argument("--flags", nargs="*", default=[], help="extra nvcc flags, e.g. -DFOO=1")
+    ap.add_argument("--flags", default="", help="extra nvcc flags in one argument, e.g. --flags='-DFOO=1 -DBAR'")
     ap.add_argument("--shadow", type=Path, help="folder of edited csrc/ headers, searched before csrc/")
     args = ap.parse_args(argv)
     pairs = [v.split("=", 1) for v in args.variants]
     if any(len(p) != 2 for p in pairs):
         ap.error("variants are NAME=URI")
     with ThreadPoolExecutor(2) as pool:
-        for line in pool.map(lambda p: build_one(args.dir / p[0], p[1], args.flags, args.shadow), pairs):
+        for line in pool.map(lambda p: build_one(args.dir / p[0], p[1], shlex.split(args.flags), args.shadow), pairs):
             print(line)
     return 0
 
