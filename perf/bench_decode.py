@@ -1,13 +1,15 @@
 """The decode-attention bars: one new token per sequence over a KV cache, B = 32, Hq = 32, Hkv = 8,
 D = 128, bf16, cache lengths 1k / 8k / 32k.
 
-    python perf/bench_decode.py [--json results.json]
+    python perf/bench_decode.py [--json results.json] [--variants DIR]
 
 fused_gemm.decode_attention against SDPA (enable_gqa=True, the cache as [B, Hkv, S, D] views), both
 inside CUDA graphs (decode steps are captured), interleaved, in one run.  Bars: >= 85% of the
 device copy bandwidth (measured first) on the K + V bytes at 8k and 32k; >= 0.95x SDPA's speed at
 every length and faster at 1k.  Also: one long sequence (B = 1, 32k), where the key split fills
-the GPU.  Every row checks our output against float64 on two sequences.
+the GPU.  Every row checks our output against float64 on two sequences.  --variants DIR adds builds of
+a kernel edit (perf/build_variants.py: DIR/<name>/lib.so and uri.txt) to every row, timed in the same run
+(informational: the bars stay on the shipped kernel).
 """
 from __future__ import annotations
 
@@ -20,12 +22,15 @@ import torch
 import torch.nn.functional as F
 
 import fused_gemm
+from fused_gemm.decode.op import DecodeOp
 from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, time_samples, warm_gpu
+
+from build_variants import load_builds   # perf/, beside this script
 
 HQ, HKV, D = 32, 8, 128
 
 
-def row(b, length, bandwidth):
+def row(b, length, bandwidth, builds=None):
     q = torch.randn(b, HQ, D, dtype=torch.bfloat16, device="cuda")
     k = torch.randn(b, length, HKV, D, dtype=torch.bfloat16, device="cuda")
     v = torch.randn(b, length, HKV, D, dtype=torch.bfloat16, device="cuda")
@@ -36,6 +41,8 @@ def row(b, length, bandwidth):
         return F.scaled_dot_product_attention(q[:, :, None], kt, vt, enable_gqa=True)
 
     variants = {"ours": [lambda: fused_gemm.decode_attention(q, k, v, seqlens, check_lengths=False)], "sdpa": [sdpa]}
+    for name, op in (builds or {}).items():
+        variants[name] = [lambda op=op: op.run(q, k, v, seqlens, None, None, False, False)]
     samples = time_samples(variants, graph=True, reps=15, min_calls=20)
     over = paired_ratios(samples, "ours")
     t = {name: sorted(ts)[len(ts) // 2] for name, ts in samples.items()}
@@ -46,7 +53,12 @@ def row(b, length, bandwidth):
     err = float((o[:2].double() - ref).norm() / ref.norm())
     r = {"B": b, "S": length, "ours_us": t["ours"] * 1e6, "sdpa_us": t["sdpa"] * 1e6, "vs_sdpa": over["sdpa"],
          "bw_fraction": nbytes / t["ours"] / bandwidth, "sdpa_bw_fraction": nbytes / t["sdpa"] / bandwidth,
-         "rel_err": err}
+         "rel_err": err, "variants": {}}
+    for name, op in (builds or {}).items():
+        ov = op.run(q, k, v, seqlens, None, None, False, False)[0]   # (out, lse)
+        r["variants"][name] = {"us": t[name] * 1e6, "vs_ours": 1 / over[name],
+                               "vs_sdpa": paired_ratios(samples, name)["sdpa"],
+                               "rel_err": float((ov[:2].double() - ref).norm() / ref.norm())}
     ok = err < 1e-2
     if b == 32:                      # the bar rows; B = 1 is for information (one sequence, split keys)
         ok = ok and r["vs_sdpa"] >= (1.0 if length <= 1024 else 0.95)
@@ -59,12 +71,15 @@ def row(b, length, bandwidth):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
+    ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     require_gpu("bench_decode")
+    builds = {name: DecodeOp(spec, library) for name, (spec, library) in load_builds(args.variants).items()} \
+        if args.variants else {}
     warm_gpu()
     bandwidth = copy_bandwidth()
     with torch.no_grad():
-        rows = [row(32, n, bandwidth) for n in (1024, 8192, 32768)] + [row(1, 32768, bandwidth)]
+        rows = [row(32, n, bandwidth, builds) for n in (1024, 8192, 32768)] + [row(1, 32768, bandwidth, builds)]
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "copy_GBps": bandwidth / 1e9,
                                                "rows": rows}, indent=1))
@@ -76,6 +91,9 @@ def main(argv=None) -> int:
         print(f"{r['B']:>4}{r['S']:>7}{r['ours_us']:>8.1f}us{r['sdpa_us']:>8.1f}us{r['vs_sdpa']:>8.3f}x"
               f"{100 * r['bw_fraction']:>10.1f}%{100 * r['sdpa_bw_fraction']:>7.1f}%{r['rel_err']:>9.1e}  "
               f"{'PASS' if r['ok'] else 'FAIL'}")
+        for name, v in r["variants"].items():
+            print(f"{'':>11}{name}: {v['us']:.1f}us, {v['vs_ours']:.3f}x ours' speed, {v['vs_sdpa']:.3f}x SDPA's, "
+                  f"rel err {v['rel_err']:.1e}")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -36,7 +36,7 @@ for step in $steps; do
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."
     attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ${ATTENTION_ARGS:-} ;;   # e.g. "--pairwise"
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
-    decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ;;
+    decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ${DECODE_ARGS:-} ;;   # e.g. "--variants DIR"
     gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
     int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
