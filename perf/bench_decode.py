@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 import fused_gemm
-from fused_gemm.decode.op import DecodeOp
 from fused_gemm.bench.timing import copy_bandwidth, paired_ratios, require_gpu, time_samples, warm_gpu
+from fused_gemm.decode.op import DecodeOp
 
 from build_variants import load_builds   # perf/, beside this script
 

@@ -7,7 +7,8 @@ toolchain's own nvcc line plus --flags, with --shadow's folder ahead of csrc/ on
 and DIR/NAME/uri.txt.  --shadow HEADERS holds edited copies of csrc/ headers at their csrc/ paths
 (e.g. HEADERS/fused_gemm/gemv/sm90_dense_decode.hpp): an experiment on a header that every kernel of
 a family includes builds only the kernels it times, and the cache keeps its keys.  Timing scripts
-that take --variants DIR (perf/int4_decode_launch.py, perf/bench_gemm_decode.py) load them.
+that take --variants DIR (perf/int4_decode_launch.py, perf/bench_gemm_decode.py, perf/bench_decode.py,
+perf/sweep_attention.py) load them.
 """
 from __future__ import annotations
 
