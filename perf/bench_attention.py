@@ -15,62 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fused_gemm
+from fused_gemm.bench.attention_ops import BACKENDS, TOKENS, flops, rel_error_attention, sdpa, usable
 from fused_gemm.bench.timing import paired_ratios, require_gpu, time_samples, warm_gpu
 
-TOKENS, HEADS = 16384, 32
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "cudnn": SDPBackend.CUDNN_ATTENTION}
-
-
-def sdpa(backend, q, k, v, causal, gqa=False):
-    def call():
-        with sdpa_kernel([backend]):
-            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                  is_causal=causal, enable_gqa=gqa)
-    return call
-
-
-def usable(call) -> bool:
-    try:
-        call()
-        torch.cuda.synchronize()
-        return True
-    except RuntimeError:
-        return False
-
-
-def flops(b, h, sq, sk, d, causal) -> float:
-    """4 * (query, key) pairs * D per head: QK^T and PV; causal counts only the pairs it computes."""
-    pairs = sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq)) if causal else sq * sk
-    return 4.0 * b * h * pairs * d
-
-
-def rel_error(q, k, v, causal) -> float:
-    """Ours against float64 on the first batch entry, the first 2 heads and 256 queries."""
-    o = fused_gemm.attention(q, k, v, causal=causal)
-    g = q.shape[2] // k.shape[2]
-    sq = q.shape[1]
-    rows = slice(max(0, sq - 256), sq)                       # the last queries see the most keys
-    qd = q[0, rows, :2].double().transpose(0, 1)
-    kd = k[0, :, : max(1, 2 // g)].double().repeat_interleave(g, 1)[:, :2].transpose(0, 1)
-    vd = v[0, :, : max(1, 2 // g)].double().repeat_interleave(g, 1)[:, :2].transpose(0, 1)
-    s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        i = torch.arange(rows.start, sq, device=q.device)[:, None]
-        j = torch.arange(k.shape[1], device=q.device)[None, :]
-        s = s.masked_fill(j > i + k.shape[1] - sq, -math.inf)
-    ref = (torch.softmax(s, -1) @ vd).transpose(0, 1)
-    return float((o[0, rows, :2].double() - ref).norm() / ref.norm())
+HEADS = 32
 
 
 def row(dtype, d, s, causal, hkv=HEADS, pairwise=False):
@@ -93,7 +48,7 @@ def row(dtype, d, s, causal, hkv=HEADS, pairwise=False):
     r = {"dtype": str(dtype).split(".")[-1], "D": d, "S": s, "B": b, "Hkv": hkv, "causal": causal,
          "ours_tflops": fl / t_ours / 1e12, "best_sdpa": best, "ratio": over_ours[best],
          **{f"{n}_tflops": fl / (t_ours * over_ours[n]) / 1e12 for n in sdpa_names},
-         "rel_err": rel_error(q, k, v, causal)}
+         "rel_err": rel_error_attention(fused_gemm.attention(q, k, v, causal=causal), q, k, v, causal)}
     if pairwise:   # ours and the best backend alone, interleaved: no lighter kernel between them
         pair = time_samples({"ours": variants["ours"], best: variants[best]}, reps=9, min_calls=calls)
         r["pair_ratio"] = paired_ratios(pair, "ours")[best]

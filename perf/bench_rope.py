@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
+from fused_gemm.bench.ops import packed_positions, rotary_neox
 from fused_gemm.bench.timing import paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 K, HQ, HKV, D = 4096, 32, 8, 128
@@ -31,15 +32,7 @@ CACHE = None
 
 def rotary(qkv, positions, cache):
     """linear's output -> q, k, v with the rotary embedding (the unfused baseline, NeoX style)."""
-    t = qkv.shape[0]
-    q, k, v = qkv.split((HQ * D, HKV * D, HKV * D), dim=1)
-    cs = cache[positions]
-    cos, sin = cs[:, None, : D // 2], cs[:, None, D // 2:]
-
-    def rot(x):
-        x1, x2 = x[..., : D // 2].to(cs.dtype), x[..., D // 2:].to(cs.dtype)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
-    return rot(q.reshape(t, HQ, D)), rot(k.reshape(t, HKV, D)), v.reshape(t, HKV, D)
+    return rotary_neox(qkv, positions, cache, HQ, HKV, D)
 
 
 def unfused(x, w, positions, cache):
@@ -50,14 +43,12 @@ compiled_unfused = torch.compile(unfused, dynamic=False)
 
 
 def positions(m):
-    """A packed prefill batch: sequences of up to 2048 tokens, each starting at a random offset
-    (a prefix already cached), so a sequence's positions are consecutive.  RANDOM_POSITIONS=1
-    scatters every token instead (the adversarial case for the cos/sin reads)."""
+    """A packed prefill batch (ops.packed_positions: consecutive positions from random offsets).
+    RANDOM_POSITIONS=1 scatters every token instead (the adversarial case for the cos/sin reads)."""
     import os
     if os.environ.get("RANDOM_POSITIONS"):
         return torch.randint(0, CACHE.shape[0], (m,), device="cuda")
-    starts = torch.randint(0, CACHE.shape[0] - 2048, ((m + 2047) // 2048,), device="cuda")
-    return (starts[:, None] + torch.arange(2048, device="cuda")[None, :]).flatten()[:m].contiguous()
+    return packed_positions(m, CACHE.shape[0])
 
 
 def make_sets(m):

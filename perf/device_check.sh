@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|sweep|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -36,6 +36,7 @@ for step in $steps; do
     rope) run rope python3 perf/bench_rope.py --json "$OUT/rope.json" ${ROPE_ARGS:-} ;;   # ROPE_ARGS e.g. "--m 1024 --launch-sweep CONFIG.."
     attention) run attention python3 perf/bench_attention.py --json "$OUT/attention.json" ${ATTENTION_ARGS:-} ;;   # e.g. "--pairwise"
     attention-quick) run attention python3 perf/bench_attention.py --quick --json "$OUT/attention.json" ;;
+    short-attention) run short-attention python3 perf/short_attention.py ${SHORT_ARGS:-} ;;   # e.g. "--s 1 16"
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ${DECODE_ARGS:-} ;;   # e.g. "--variants DIR"
     gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
@@ -50,6 +51,8 @@ for step in $steps; do
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)
            run sweep-linear fused-gemm sweep --op linear ${SWEEP_ARGS:---preset llama3-8b --preset square-8192} \
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
+    sweep) # any ops: SWEEP_ARGS e.g. "--op attention --op decode_attention --preset llama3-8b"; CSV + JSON come back
+           run sweep fused-gemm sweep ${SWEEP_ARGS:---preset llama3-8b} --out "$OUT" --name "sweep_${SWEEP_NAME:-ops}" --no-plots -q ;;
     gated-vs-gemm) run gated-vs-gemm python3 perf/gated_vs_gemm.py ${GVG_ARGS:-16384 --sustained 3} ;;   # GVG_ARGS e.g. "16384 --config t128x192x64_c1x2x1_pp_persist --swizzle 4 --raster heuristic"
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ${SWEEP_GATED_ARGS:-} ;;
     ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"

@@ -236,6 +236,34 @@ def test_varlen_empty_queries_and_checked_lengths():
         fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=9.0, max_seqlen_k=9)
 
 
+@pytest.mark.parametrize("dtype, d, group", [(torch.bfloat16, 128, 4), (torch.float16, 64, 1), (torch.bfloat16, 256, 8)],
+                         ids=["bf16-d128-gqa4", "fp16-d64-mha", "bf16-d256-gqa8"])
+@pytest.mark.parametrize("sq, sk", [(1, 1), (5, 5), (16, 16), (3, 700), (16, 4099)])
+def test_short_causal_prefill_on_the_decode_kernel(backend, dtype, d, group, sq, sk, monkeypatch):
+    """Causal Sq <= 16 over Sk >= Sq keys (and one query over any) runs the decode kernel on sm90a:
+    bottom-right mask, GQA, scale, LSE, a strided q, every output written."""
+    import fused_gemm.attention.api as api
+    routed = []
+    monkeypatch.setattr(api, "decode_select", lambda q, real=api.decode_select: routed.append(q.shape) or real(q))
+    q, k, v = qkv(3, sq, sk, 2 * group, 2, d, dtype)
+    q = torch.cat((q, q), dim=-1)[..., :d]                    # rows 2 D apart: a strided view
+    ptr = poisoned(q.shape, dtype)
+    for causal in (True, False):
+        o, lse = fused_gemm.attention(q, k, v, causal=causal, scale=0.2, return_lse=True)
+        ref_o, ref_lse = reference(q, k, v, causal, 0.2)
+        if o.data_ptr() == ptr:
+            assert not torch.isnan(o).any()
+        check(o, ref_o, dtype)
+        check_lse(lse, ref_lse)
+    # sm90a routes the causal call, and the non-causal one when it is a single query
+    assert len(routed) == (0 if backend == "sm80" else 1 + (sq == 1))
+    if backend == "sm90a":   # not routed: more queries than the decode kernel's 16, or than keys
+        for sq2, sk2 in ((17, 17), (8, 4)):
+            q, k, v = qkv(1, sq2, sk2, 4, 2, 128, torch.bfloat16)
+            fused_gemm.attention(q, k, v, causal=True)
+        assert len(routed) == 1 + (sq == 1)
+
+
 def test_strided_views_of_a_packed_qkv():
     """q/k/v as views of one [B, S, 3, H, D] projection output: no copies needed."""
     qkv_out = torch.randn(2, 300, 3, 8, 64, dtype=torch.bfloat16, device="cuda")
@@ -244,8 +272,9 @@ def test_strided_views_of_a_packed_qkv():
     check(o, reference(q, k, v, True, 1 / 8)[0], torch.bfloat16)
 
 
-def test_graph_capture_and_compile():
-    q, k, v = qkv(2, 64, 256, 8, 2, 128, torch.bfloat16)
+@pytest.mark.parametrize("sq", [64, 4], ids=["prefill", "short"])
+def test_graph_capture_and_compile(sq):
+    q, k, v = qkv(2, sq, 256, 8, 2, 128, torch.bfloat16)
     o = fused_gemm.attention(q, k, v, causal=True)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

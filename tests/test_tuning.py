@@ -96,11 +96,23 @@ def test_sweep_plan_times_each_shape_once():
         models.layers("gpt-5")
 
 
+def test_sweep_plan_attention_ops_take_the_models_heads():
+    from fused_gemm.bench import catalog, sweep
+    ops = {"qkv_rope": "neox", "attention": "causal", "decode_attention": "b32"}
+    rows = sweep.plan(list(ops), ["llama3-8b", "mistral-7b", "llama3-70b-tp8"], [1, 1024], ops)
+    assert len(rows) == 3 * 2 * 2                                   # mistral-7b has llama3-8b's heads
+    assert ("qkv_rope", "neox", "llama3-8b", "qkv", 6144, 4096, 1) in rows
+    assert ("attention", "causal", "llama3-70b-tp8", "h8_kv1_d128", 1024, 128, 1024) in rows   # a KV head a GPU
+    assert catalog.OPS["decode_attention"].geometry("qwen2.5-7b") == {"heads": 28, "kv_heads": 4, "head_dim": 128}
+    with pytest.raises(ValueError, match="model presets"):
+        sweep.plan(["attention"], ["square-4096"], [1], ops)
+
+
 def test_cli_has_sweep_tune_and_plot(tmp_path):
     import subprocess
     import sys
     from fused_gemm.bench.models import SWEEP_OPS
-    from fused_gemm.bench.ops import OPS
+    from fused_gemm.bench.catalog import OPS
     from fused_gemm.cli import main
     assert tuple(OPS) == SWEEP_OPS
     # the generator's commands share the parser: building it must not import torch

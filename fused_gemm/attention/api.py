@@ -18,7 +18,9 @@ from typing import Dict, Optional
 import torch
 
 from .. import jit
-from ..generator.attention.heuristics import pick, row_index
+from ..decode.api import select as decode_select
+from ..decode.op import DecodeOp
+from ..generator.attention.heuristics import SHORT_MAX_Q, pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import AttentionOp
@@ -66,8 +68,23 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
+    short = _on_decode_kernel if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q else None
     return select(q, causal, seqlen_q).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                           return_lse, check_lengths)
+                                           return_lse, check_lengths, short)
+
+
+def _on_decode_kernel(q, k, v, scale, return_lse, strides):
+    """A causal prefill of Sq <= SHORT_MAX_Q queries over Sk >= Sq keys (or one query over any) is what the
+    decode kernel computes for Sq new tokens over full caches of Sk keys (its token t sees keys
+    j <= Sk - Sq + t: attention's bottom-right mask); it packs a GQA group's queries into 16-row tiles
+    where the prefill kernel would spend a 128-row tile on each head's few queries.  None: not this
+    case, or an arch the decode kernels are not built for."""
+    b, sq, hq, _ = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    if not 1 <= sq <= min(sk, SHORT_MAX_Q) or backend(q.get_device()) != "sm90a" or \
+            not DecodeOp.fits(b, sq, hq, hkv, sk):
+        return None
+    return decode_select(q).enqueue(q, k, v, None, scale, sk, return_lse, None, strides)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,

@@ -81,7 +81,10 @@ class AttentionOp(KernelOp):
                         check_lengths)
 
     def run(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
-            check_lengths=False):
+            check_lengths=False, short=None):
+        """``short``: fused_gemm.attention's route for short fixed-length sequences, called once the
+        arguments are checked, with (q, k, v, scale, return_lse, (batch, row, head) strides of q, k, v);
+        what it returns (o, lse) is the result, unless None."""
         spec = self.spec
         checks.tensor("q", q, self._dtype, None)
         dev = q.get_device()
@@ -148,6 +151,11 @@ class AttentionOp(KernelOp):
         q_row, q_batch, q_head = _strides("q", q, self._size)
         k_row, k_batch, k_head = _strides("k", k, self._size)
         v_row, v_batch, v_head = _strides("v", v, self._size)
+        if short is not None and not varlen:
+            routed = short(q, k, v, scale, return_lse, ((q_batch, q_row, q_head), (k_batch, k_row, k_head),
+                                                        (v_batch, v_row, v_head)))
+            if routed is not None:
+                return routed
 
         o = self.new_output(tuple(q.shape), self._dtype, dev)
         o_row, o_batch, o_head = _strides("o", o, self._size)

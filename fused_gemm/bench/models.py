@@ -29,6 +29,11 @@ class Model:
         i = self.intermediate // tp
         return [("qkv", qkv, h), ("o", h, self.heads * d // tp), ("gate_up", 2 * i, h), ("up", i, h), ("down", h, i)]
 
+    def attention(self) -> Tuple[int, int, int]:
+        """(q heads, kv heads, head dim) on one GPU: the attention ops' geometry (a KV head that tensor
+        parallelism cannot split is replicated)."""
+        return self.heads // self.tp, max(1, self.kv_heads // self.tp), self.head_dim
+
     def mlp(self) -> Tuple[int, int]:
         """(intermediate per GPU, hidden): the gated GEMM's shape."""
         return self.intermediate // self.tp, self.hidden
@@ -42,7 +47,8 @@ MODELS: Dict[str, Model] = {
 }
 SQUARE: Dict[str, List[Layer]] = {"square-8192": [("square", 8192, 8192)], "square-4096": [("square", 4096, 4096)]}
 M_VALUES = M_BUCKETS              # the sweep's default M: the buckets the tables are tuned at
-SWEEP_OPS = ("linear", "gated", "fp8", "int4", "fp8_weight")   # the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
+# the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
+SWEEP_OPS = ("linear", "gated", "fp8", "int4", "fp8_weight", "qkv_rope", "attention", "decode_attention")
 PRESETS = sorted(MODELS) + sorted(SQUARE)
 
 
@@ -59,6 +65,13 @@ def layers(preset: str) -> List[Layer]:
             out.append((f"{n}x{k}", int(n), int(k)))
         return out
     raise ValueError(f"unknown shape preset {preset!r}; presets: {PRESETS} or custom:NxK,...")
+
+
+def model(preset: str, op: str) -> Model:
+    """The model behind a preset, for ops that need its heads (a bare shape preset has none)."""
+    if preset not in MODELS:
+        raise ValueError(f"{op} sweeps model presets (it needs their heads): {sorted(MODELS)}, not {preset!r}")
+    return MODELS[preset]
 
 
 def unique_shapes(presets) -> List[Layer]:

@@ -1,12 +1,12 @@
 """What the sweep can time: per op, one row's inputs (rotated past the L2), our call, each baseline
 that applies, the work it does (FLOPs, minimum HBM bytes) and a float64 check of our output.
 
-An op is a function (shape, M, dtype, options) -> Case; OPS names them for the CLI.
+An op is a function (shape, M, dtype, options) -> Case; fused_gemm.bench.catalog names them for the CLI.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,9 @@ class Case:
     weight_bytes: float         # the decode floor's numerator
     check: Callable[[], float]  # our relative error against float64 on fresh inputs (NaN if unwritten)
     kernel: str = ""
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # "best_of": {column: baseline names}: the fastest that ran fills it
+    graph: Optional[bool] = None    # timed in CUDA graphs (None: by M and FLOPs, as the sweep decides)
+    floor_every_m: bool = False     # memory-bound at every M: the HBM floor ratio is reported beyond decode
 
 
 def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
@@ -258,32 +260,69 @@ def fp8_weight_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = 
                 kernel="fp8 weight")
 
 
-@dataclass(frozen=True)
-class SweepOp:
-    make: Callable[..., Case]
-    default_epilogue: str
-    layers: Callable[[str], List[Tuple[str, int, int]]]   # preset -> (name, N, K)
+# -- QKV projection with the rotary embedding (Llama-style, NeoX) ----------------------------------------
+def rotary_neox(qkv, positions, cache, heads: int, kv_heads: int, head_dim: int):
+    """A QKV projection's output [T, (Hq + 2 Hkv) D] -> q, k, v with the rotary embedding on q and k
+    (NeoX / Hugging Face rotate_half, full rotary): the unfused baseline, in torch."""
+    t, d = qkv.shape[0], head_dim
+    q, k, v = qkv.split((heads * d, kv_heads * d, kv_heads * d), dim=1)
+    cs = cache[positions]
+    cos, sin = cs[:, None, : d // 2], cs[:, None, d // 2:]
+
+    def rot(x):
+        x1, x2 = x[..., : d // 2].to(cs.dtype), x[..., d // 2:].to(cs.dtype)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+    return rot(q.reshape(t, heads, d)), rot(k.reshape(t, kv_heads, d)), v.reshape(t, kv_heads, d)
 
 
-def _linear_layers(preset: str):
-    from .models import layers
-    return layers(preset)
+def packed_positions(m: int, max_position: int, run: int = 2048, device="cuda"):
+    """A packed prefill batch's positions: sequences of up to ``run`` tokens, each starting at a random
+    offset (a prefix already cached), so a sequence's positions are consecutive."""
+    starts = torch.randint(0, max_position - run, ((m + run - 1) // run,), device=device)
+    return (starts[:, None] + torch.arange(run, device=device)[None, :]).flatten()[:m].contiguous()
 
 
-def _mlp_layers(preset: str):
-    from .models import MODELS, layers
-    if preset in MODELS:
-        i, h = MODELS[preset].mlp()
-        return [("mlp", i, h)]
-    return [(name, n, k) for name, n, k in layers(preset)]
+ROPE_MAX_POSITION = 32768
 
 
-OPS: Dict[str, SweepOp] = {
-    "linear": SweepOp(linear_case, "bias+gelu_tanh", _linear_layers),
-    "gated": SweepOp(gated_case, "silu", _mlp_layers),
-    "fp8": SweepOp(fp8_case, "row_scale+col_scale", _linear_layers),
-    "int4": SweepOp(int4_case, "none", _linear_layers),
-    "fp8_weight": SweepOp(fp8_weight_case, "none", _linear_layers),
-}
+def qkv_rope_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "neox", with_compile: bool = False,
+                  *, heads: int, kv_heads: int, head_dim: int) -> Case:
+    """fused_gemm.qkv_rope (packed weight, no bias) against torch.mm alone (no rotary: what the fusion
+    must stay near) and F.linear + the rotary embedding in torch (eager, and compiled with --compile)."""
+    import fused_gemm
+    if epilogue != "neox":
+        raise ValueError(f"the qkv_rope sweep times the NeoX style ('neox'), not {epilogue!r}")
+    cache = fused_gemm.rope_cos_sin_cache(ROPE_MAX_POSITION, head_dim, device="cuda")
 
+    def make():
+        x = torch.randn(m, k, dtype=dtype, device="cuda")
+        w = torch.randn(n, k, dtype=dtype, device="cuda") / k ** 0.5
+        packed = fused_gemm.pack_qkv_rope(w, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim)
+        return x, w, packed, packed_positions(m, ROPE_MAX_POSITION)
 
+    sets = [make() for _ in range(rotation_count(2 * (n * k + m * (k + n))))]
+
+    def eager_fn(x, w, pos):
+        return rotary_neox(F.linear(x, w), pos, cache, heads, kv_heads, head_dim)
+
+    baselines: Dict[str, Calls] = {
+        "mm": [(lambda s=s: torch.mm(s[0], s[1].t())) for s in sets],
+        "eager": [(lambda s=s: eager_fn(s[0], s[1], s[3])) for s in sets],
+    }
+    if with_compile:
+        compiled = _compiled(eager_fn)
+        baselines["compile"] = [(lambda s=s: compiled(s[0], s[1], s[3])) for s in sets]
+
+    def check() -> float:
+        x, w, packed, pos = make()
+        rows = min(m, 256)
+        got = fused_gemm.qkv_rope(x[:rows], packed, positions=pos[:rows], cos_sin_cache=cache)
+        ref = rotary_neox(x[:rows].double() @ w.double().T, pos[:rows], cache.double(), heads, kv_heads, head_dim)
+        return rel_error(torch.cat([g.reshape(rows, -1) for g in got], 1), torch.cat([e.reshape(rows, -1) for e in ref], 1))
+
+    ours = [(lambda s=s: fused_gemm.qkv_rope(s[0], s[2], positions=s[3], cos_sin_cache=cache, check_positions=False))
+            for s in sets]
+    from ..rope.api import select
+    op, launch = select(sets[0][0], None, head_dim, head_dim, "neox", m, n)
+    return Case(ours, baselines, 2.0 * m * n * k, 2.0 * (m * k + n * k + m * n), 2.0 * n * k, check,
+                kernel=f"{op.spec.uri} {_launch_name(launch)}")

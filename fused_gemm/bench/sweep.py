@@ -8,6 +8,11 @@ runs, and back-to-back eager launches of a short kernel time the host's dispatch
 host took ~25 us per torch.mm call, more than the kernel at M = 128-256 on 4096-wide weights);
 larger problems as back-to-back eager calls.
 
+M is the tokens of a GEMM-family row.  For attention it is the sequence length (16384 // M sequences:
+16k tokens a call) and for decode attention the cache length (one new token for each of the
+epilogue column's b<B> sequences, always in CUDA graphs, with the K + V bytes' floor at every M);
+their N and K are the q and k/v widths of the preset's heads (catalog.py).
+
 Every row is timed at steady clocks (after a warm-up: what a serving GPU runs at).  With ``cold``
 seconds, prefill rows are also timed on a cold GPU: after that long idle, within the first second of
 load, where clocks boost and power has headroom (what a benchmark that starts from idle sees), ours
@@ -29,7 +34,8 @@ import torch
 
 from . import environment
 from .models import M_VALUES
-from .ops import OPS, TOLERANCE, Case
+from .catalog import OPS
+from .ops import TOLERANCE, Case
 from .timing import copy_bandwidth, paired_ratios, time_samples, warm_gpu
 
 GRAPH_MAX_M = 64
@@ -37,8 +43,9 @@ GRAPH_MAX_FLOP = 2 * 512 * 4096 * 4096   # ~25 us at an H100's ~700 TF/s
 DECODE_MAX_M = 16          # rows that also report the HBM floor ratio
 KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 # Baselines an op may have: torch.mm (bf16, on the unquantised weight for fp8/int4), eager PyTorch, cuBLASLt's
-# fused epilogue, torch.compile, torch._scaled_mm (fp8), torch._weight_int4pack_mm (int4).
-BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm")
+# fused epilogue, torch.compile, torch._scaled_mm (fp8), torch._weight_int4pack_mm (int4), SDPA (attention: its fastest
+# backend in the run; decode attention: its default dispatch).
+BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm", "sdpa")
 COLUMNS = KEY + ("preset", "layer", "kernel", "timing", "ours_us") + tuple(f"{b}_us" for b in BASELINES) + \
     tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
                                                   "rel_err", "ok", "cold_us", "cold_speedup")
@@ -49,7 +56,7 @@ def timed_in_graph(m: int, flop: float) -> bool:
     return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 
 
-PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm"}   # the baseline an op is judged against (else torch.mm)
+PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm", "attention": "sdpa", "decode_attention": "sdpa"}   # the baseline an op is judged against (else torch.mm)
 
 
 def primary_baseline(row: dict) -> str:
@@ -79,7 +86,7 @@ def _fmt(v):
 
 def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float]:
     """Median seconds per call of ours and each baseline, interleaved, and per-repetition ratios."""
-    graph = timed_in_graph(m, case.flop)
+    graph = timed_in_graph(m, case.flop) if case.graph is None else case.graph
     variants = {"ours": case.ours, **case.baselines}
     big = case.flop > 2e11
     samples = time_samples(variants, graph=graph, reps=reps or (7 if big else 11),
@@ -97,7 +104,8 @@ def time_cold(case: Case, m: int, idle_s: float) -> Dict[str, float]:
         calls[0]()
     torch.cuda.synchronize()
     time.sleep(idle_s)
-    samples = time_samples(variants, graph=timed_in_graph(m, case.flop), reps=3,   # as the steady sample
+    graph = timed_in_graph(m, case.flop) if case.graph is None else case.graph
+    samples = time_samples(variants, graph=graph, reps=3,   # as the steady sample
                            min_calls=2 if case.flop > 2e11 else 8)
     ratios = paired_ratios(samples, "ours")
     warm_gpu(1.5)
@@ -106,12 +114,22 @@ def time_cold(case: Case, m: int, idle_s: float) -> Dict[str, float]:
 
 def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer: str, n: int, k: int, m: int,
             ceilings: Ceilings, with_compile: bool, cold: float = 0.0) -> dict:
-    case = OPS[op_name].make(n, k, m, dtype, epilogue, with_compile)
-    cold_t = time_cold(case, m, cold) if cold and m > GRAPH_MAX_M else None   # prefill rows
+    sweep_op = OPS[op_name]
+    case = sweep_op.make(n, k, m, dtype, epilogue, with_compile, **sweep_op.geometry(preset))
+    cold_t = time_cold(case, m, cold) if cold and m > GRAPH_MAX_M and not case.floor_every_m else None   # prefill rows
     t = time_case(case, m)
+    kernel = case.kernel
+    for column, names in case.extra.get("best_of", {}).items():   # e.g. SDPA: its fastest backend here
+        ran = [b for b in names if f"{b}_s" in t]
+        if ran:
+            best = min(ran, key=lambda b: t[f"{b}_s"])
+            t[f"{column}_s"], t[f"over_{column}"] = t[f"{best}_s"], t[f"over_{best}"]
+            if cold_t is not None and f"over_{best}" in cold_t:
+                cold_t[f"over_{column}"] = cold_t[f"over_{best}"]
+            kernel += f" ({column}: {best})"
     ours = t["ours_s"]
     row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,
-           "preset": preset, "layer": layer, "kernel": case.kernel, "timing": "graph" if t["graph"] else "eager",
+           "preset": preset, "layer": layer, "kernel": kernel, "timing": "graph" if t["graph"] else "eager",
            "ours_us": ours * 1e6}
     for name in BASELINES:
         row[f"{name}_us"] = t[f"{name}_s"] * 1e6 if f"{name}_s" in t else float("nan")
@@ -120,8 +138,9 @@ def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer:
     row["gbps"] = case.min_bytes / ours / 1e9
     row["pct_of_ceiling"] = 100 * max(row["tflops"] / ceilings.mm_tflops, row["gbps"] / ceilings.copy_gbps)
     floor = case.weight_bytes / (ceilings.copy_gbps * 1e9)
-    row["floor_us"] = floor * 1e6 if m <= DECODE_MAX_M else float("nan")
-    row["floor_ratio"] = ours / floor if m <= DECODE_MAX_M else float("nan")
+    with_floor = floor > 0 and (m <= DECODE_MAX_M or case.floor_every_m)
+    row["floor_us"] = floor * 1e6 if with_floor else float("nan")
+    row["floor_ratio"] = ours / floor if with_floor else float("nan")
     row["rel_err"] = case.check()
     row["ok"] = bool(row["rel_err"] <= TOLERANCE[dtype] * (2 if op_name in ("fp8", "int4") else 1))
     if cold_t is not None:
@@ -152,9 +171,10 @@ def plan(ops: Sequence[str], presets: Sequence[str], ms: Iterable[int], epilogue
     rows, seen = [], set()
     for op in ops:
         for preset in presets:
+            geometry = tuple(sorted(OPS[op].geometry(preset).items()))
             for layer, n, k in OPS[op].layers(preset):
                 for m in ms:
-                    key = (op, epilogues[op], n, k, m)
+                    key = (op, epilogues[op], n, k, m, geometry)
                     if key not in seen:
                         seen.add(key)
                         rows.append((op, epilogues[op], preset, layer, n, k, m))

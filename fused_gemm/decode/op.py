@@ -78,10 +78,9 @@ class DecodeOp(KernelOp):
             raise TypeError(f"cache_seqlens must be an int32 [B={B}] tensor")
         if cache_seqlens.get_device() != dev or (B > 1 and cache_seqlens.stride(0) != 1):
             raise ValueError(f"cache_seqlens must be contiguous on cuda:{dev}")
-        row_groups = -(-T * (Hq // Hkv) // 16)
-        if S >= INT32_LIMIT or B > 65535 or Hkv * row_groups > 65535:
-            raise ValueError(f"cache length {S}, batch {B} or kv heads x 16-row groups {Hkv * row_groups} past the "
-                             "kernel's limits (2^31, 65535, 65535)")
+        if not self.fits(B, T, Hq, Hkv, S):
+            raise ValueError(f"cache length {S}, batch {B} or kv heads x 16-row groups {Hkv * -(-T * (Hq // Hkv) // 16)} "
+                             "past the kernel's limits (2^31, 65535, 65535)")
         scale = checks.scalar("scale", 1.0 / math.sqrt(D) if scale is None else scale)
         if not scale > 0:
             raise ValueError(f"scale must be positive, got {scale}")
@@ -105,23 +104,46 @@ class DecodeOp(KernelOp):
         q_strides = checks.head_dim_last("q", q4, self._size)[:3]                  # (batch, token, head)
         k_strides = checks.head_dim_last("k_cache", k_cache, self._size)[:3]
         v_strides = checks.head_dim_last("v_cache", v_cache, self._size)[:3]
+        o, lse = self.enqueue(q4, k_cache, v_cache, cache_seqlens, scale, hint, return_lse, launch,
+                              (q_strides, k_strides, v_strides))
+        if squeeze:
+            return o[:, 0], (lse[..., 0] if lse is not None else None)
+        return o, lse
+
+    @staticmethod
+    def fits(batch: int, tokens: int, num_heads: int, num_kv_heads: int, max_len: int) -> bool:
+        """Whether the kernel's grid and 32-bit offsets hold this problem."""
+        row_groups = -(-tokens * (num_heads // num_kv_heads) // 16)
+        return max_len < INT32_LIMIT and batch <= 65535 and num_kv_heads * row_groups <= 65535
+
+    def enqueue(self, q4, k_cache, v_cache, cache_seqlens, scale: float, hint: int, return_lse: bool, launch,
+                strides):
+        """The launch, on arguments already checked (by run, or by fused_gemm.attention for a short causal
+        prefill: cache_seqlens None, every cache full): q4 [B, T, Hq, D]; strides (batch, row, head) of q4
+        and the caches in elements.  Returns (o [B, T, Hq, D], lse [B, Hq, T] or None)."""
+        B, T, Hq, D = q4.shape
+        S, Hkv = k_cache.shape[1], k_cache.shape[2]
+        dev = q4.get_device()
+        if dev not in self._ready:
+            self._first_use(q4, dev)
+        row_groups = -(-T * (Hq // Hkv) // 16)
         o = self.new_output((B, T, Hq, D), self._dtype, dev)
-        lse = torch.empty((B, Hq, T), dtype=torch.float32, device=q.device) if return_lse else None
+        lse = torch.empty((B, Hq, T), dtype=torch.float32, device=q4.device) if return_lse else None
         if B == 0 or S == 0:
             o.zero_()
             if lse is not None:
                 lse.fill_(math.inf)
-            return (o[:, 0] if squeeze else o), (lse[..., 0] if squeeze and lse is not None else lse)
+            return o, lse
         splits = launch.splits if launch is not None and launch.splits > 1 else \
             pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
         parts = B * Hkv * row_groups * splits * 16
         ws_bytes = parts * (D + 1) * 4 if splits > 1 else 0
-        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q4.device) if ws_bytes else None
+        q_strides, k_strides, v_strides = strides
         problem = self._pack(q4.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), o.data_ptr(),
-                             0 if lse is None else lse.data_ptr(), cache_seqlens.data_ptr(), *q_strides,
+                             0 if lse is None else lse.data_ptr(),
+                             0 if cache_seqlens is None else cache_seqlens.data_ptr(), *q_strides,
                              *k_strides, *v_strides, T * Hq * D, Hq * D, D, Hq * T, T, B, T, Hq, Hkv, S, splits,
                              scale, dev, 0 if workspace is None else workspace.data_ptr(), ws_bytes, raw_stream(dev))
         self.launch(problem, dev, B, S, D)
-        if squeeze:
-            return o[:, 0], (lse[..., 0] if lse is not None else None)
         return o, lse

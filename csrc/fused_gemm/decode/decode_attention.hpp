@@ -1,5 +1,6 @@
 // Decode attention over a KV cache (flash-decoding): a few new query tokens per sequence against
-// k/v caches [B, S_max, Hkv, D] holding cache_seqlens[b] keys each.
+// k/v caches [B, S_max, Hkv, D] holding cache_seqlens[b] keys each (every cache full without them:
+// fused_gemm.attention's short causal prefill, where Sq <= 16 new tokens see Sk keys).
 //
 // Memory-bound: the kernel's job is to stream each sequence's K and V once at full bandwidth.
 //   * One CTA per (split of the keys, kv head, batch; and a group of 16 query rows): the G = Hq/Hkv
@@ -45,7 +46,7 @@ struct DecodeParams {
   void *o;                       // [B, T, Hq, D]
   float *lse;                    // [B, Hq, T] or null
   float *o_part, *lse_part;      // workspace: [B, Hkv * row_groups, splits, 16, D], [..., 16]
-  int const *seqlens;            // [B] int32
+  int const *seqlens;            // [B] int32, or null: every sequence holds max_len keys
   int64_t q_batch, q_token, q_head;
   int64_t k_batch, k_row, k_head;
   int64_t v_batch, v_row, v_head;
@@ -124,7 +125,8 @@ struct DecodeKernel {
     int const group = p.num_heads / p.num_kv_heads;
     int const rows = p.tokens * group;                      // query rows of this kv head
     wait_for_previous_grid();                                // q, the caches and the lengths may be its output
-    int const len = min(max(p.seqlens[b], 0), p.max_len);   // lengths past the cache are clamped
+    // Lengths past the cache are clamped; without lengths every cache is full.
+    int const len = p.seqlens ? min(max(p.seqlens[b], 0), p.max_len) : p.max_len;
     int const per_split = (len + p.splits - 1) / p.splits;
     int const chunk = (per_split + kBlockN - 1) / kBlockN * kBlockN;
     int const begin = split * chunk;
