@@ -3,6 +3,7 @@ on both backends: example 88's sm90a kernels and example 41's sm80 ones (the fal
 FUSED_GEMM_ATTENTION_BACKEND=sm80): any lengths, bottom-right causal, GQA/MQA, varlen, scale, LSE,
 NaN-poisoned outputs, graphs, torch.compile, bad input."""
 import math
+import sys
 
 import pytest
 import torch
@@ -242,7 +243,7 @@ def test_varlen_empty_queries_and_checked_lengths():
 def test_short_causal_prefill_on_the_decode_kernel(backend, dtype, d, group, sq, sk, monkeypatch):
     """Causal Sq <= 16 over Sk >= Sq keys (and one query over any) runs the decode kernel on sm90a:
     bottom-right mask, GQA, scale, LSE, a strided q, every output written."""
-    import fused_gemm.attention.api as api
+    api = sys.modules["fused_gemm.attention.api"]   # fused_gemm.attention is the function, not this package
     routed = []
     monkeypatch.setattr(api, "decode_select", lambda q, real=api.decode_select: routed.append(q.shape) or real(q))
     q, k, v = qkv(3, sq, sk, 2 * group, 2, d, dtype)

@@ -79,6 +79,17 @@ struct DecodeKernel {
   static constexpr int kPipelineBytes = kStages * 2 * kTileElements * int(sizeof(Element));
   static constexpr int kMergeBytes = kWarps * kRows * kD * 4 + 2 * kWarps * kRows * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+
+  // What a launch needs: the stages its longest key range fills (a range of t tiles touches stages
+  // 0 .. min(t, kStages) - 1 only), or the warps' merge.  Short caches and short prefills (one tile)
+  // then fit three times as many CTAs an SM as the whole pipeline's kSmemBytes would.
+  static int smem_bytes(DecodeParams const &p) {
+    int const per_split = (p.max_len + p.splits - 1) / p.splits;
+    int const tiles = (per_split + kBlockN - 1) / kBlockN;
+    int const stages = tiles < 1 ? 1 : (tiles < kStages ? tiles : kStages);
+    int const pipeline = stages * 2 * kTileElements * int(sizeof(Element));
+    return pipeline > kMergeBytes ? pipeline : kMergeBytes;
+  }
   using Mma = typename DecodeMma<Element>::Atom;
 
   // Shared-memory element offset of (key row, 16-byte chunk): chunks XOR-swizzled by row so that
@@ -453,8 +464,8 @@ struct DecodeLauncher {
     DecodeParams const d = params(p);
     auto stream = static_cast<cudaStream_t>(p.stream);
     dim3 const grid(d.splits, d.num_kv_heads * d.row_groups, d.batch);
-    cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::kSmemBytes, stream,
-                                    (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
+    cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::smem_bytes(d),
+                                    stream, (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
                           dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
