@@ -80,9 +80,9 @@ struct DecodeKernel {
   static constexpr int kMergeBytes = kWarps * kRows * kD * 4 + 2 * kWarps * kRows * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
 
-  // What a launch needs: the stages its longest key range fills (a range of t tiles touches stages
-  // 0 .. min(t, kStages) - 1 only), or the warps' merge.  Short caches and short prefills (one tile)
-  // then fit three times as many CTAs an SM as the whole pipeline's kSmemBytes would.
+  // The least a launch needs: the stages its longest key range fills (a range of t tiles touches
+  // stages 0 .. min(t, kStages) - 1 only), or the warps' merge.  A grid of short ranges then fits
+  // 3 CTAs an SM (registers bind) instead of kSmemBytes' 2.
   static int smem_bytes(DecodeParams const &p) {
     int const per_split = (p.max_len + p.splits - 1) / p.splits;
     int const tiles = (per_split + kBlockN - 1) / kBlockN;
@@ -437,6 +437,12 @@ struct DecodeLauncher {
     return FG_OK;
   }
 
+  // CTAs of the split kernel resident at once with kSmemBytes each, per device (set by prepare_device).
+  static int &resident(int device) {
+    static int slots[kMaxDevices] = {};
+    return slots[device];
+  }
+
   static int prepare_device(int device) {
     static std::atomic<bool> prepared[kMaxDevices] = {};
     if (device < 0 || device >= kMaxDevices) return fail(FG_ERR_INVALID, "device ordinal out of range");
@@ -447,10 +453,17 @@ struct DecodeLauncher {
       cudaFuncAttributes attributes;   // loads the combine kernel's module now, not inside a capture
       err = cudaFuncGetAttributes(&attributes, decode_combine_kernel<typename Kernel::Element, Kernel::kD>);
     }
+    int sms = 0, per_sm = 0;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) {
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_kernel<Split>, Split::kThreads,
+                                                          Split::kSmemBytes);
+    }
     if (err != cudaSuccess) {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the decode kernels: ") + cudaGetErrorString(err));
     }
+    resident(device) = sms * per_sm;
     prepared[device].store(true, std::memory_order_release);
     return FG_OK;
   }
@@ -464,8 +477,14 @@ struct DecodeLauncher {
     DecodeParams const d = params(p);
     auto stream = static_cast<cudaStream_t>(p.stream);
     dim3 const grid(d.splits, d.num_kv_heads * d.row_groups, d.batch);
-    cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), Split::smem_bytes(d),
-                                    stream, (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
+    // A grid in waves (short prefills: thousands of one-tile CTAs) takes only the shared memory it
+    // fills, so more CTAs fit an SM: 1.15-1.18x at Sq = Sk <= 16 (H100, perf/short_attention.py).  One
+    // wave keeps kSmemBytes, which spreads it over every SM: packed 3 an SM, B = 32 decode over short
+    // caches ran ~1 us slower.
+    int64_t const ctas = int64_t(grid.x) * grid.y * grid.z;
+    int const smem = ctas > resident(p.device) ? Split::smem_bytes(d) : Split::kSmemBytes;
+    cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), smem, stream,
+                                    (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
                           dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
