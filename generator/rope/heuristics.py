@@ -73,8 +73,22 @@ ROWS: Dict[int, MeasuredRow] = {128: MeasuredRow("t64x128x64_c1x1x1_pp_persist")
 #             in a bench_rope run)
 #   M = 16384: 128x128 1x2 cluster, swizzle 2  0.99x; the GEMM's tuned 2x1, swizzle 8 1.02x (no reserve)
 #   M = 8192 shares the 16384 row (not measured on its own).
+# Mid M, 2026-11-27 (perf/results/h{100,200}_rope_launch_sweep.txt, "mid M"): the GEMM's tuned tiles
+# there are 128x96 (M = 256) and 128x192 (M = 512), which the rope epilogue cannot take (a tile holds
+# whole heads or whole chunks of one head), so qkv_rope fell back to the heuristic's 128x128 1x2 tile:
+# 1.21-1.33x the GEMM, 0.65-0.84x torch.mm in `fused-gemm sweep`.  Measured best instead:
+#   M = 64 (H200): 64x64 pingpong, not swap-AB, 1.12x (the GEMM's swap-AB 64x64 1.30x)
+#   M = 256: 128x128 2x1 cluster   H100 1.06x, H200 1.14x (the 1x2 fallback 1.21x / 1.28x)
+#   M = 512: H100 128x256 2x1 cooperative, along M, 1.18x; H200 128x128 2x1, along M, 45.7 us (64x128 and
+#            128x256 2x1 within 1 us); the 1x2 fallback 1.32x / 1.33x, 55 / 53 us.
+_MID_M_256 = MeasuredRow("t128x128x64_c2x1x1_pp_persist")
 SHAPE_ROWS: Dict[str, Dict[Tuple[int, int], Dict[int, MeasuredRow]]] = {
-    "h200": {(6144, 4096): {1024: MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
+    "h100": {(6144, 4096): {256: _MID_M_256,
+                            512: MeasuredRow("t128x256x64_c2x1x1_coop_persist", 0, LaunchOptions(raster="along_m"))}},
+    "h200": {(6144, 4096): {64: MeasuredRow("t64x64x128_c1x1x1_pp_persist", 0, LaunchOptions(raster="along_m")),
+                            256: _MID_M_256,
+                            512: MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(raster="along_m")),
+                            1024: MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
                             8192: MeasuredRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2)),
                             16384: MeasuredRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2))}},
 }
