@@ -119,9 +119,32 @@ def decode_step_rows():
     })
 
 
+def other_op_rows():
+    """The other ops' host paths on tiny problems, beside the torch calls they replace."""
+    hq, hkv, d, k = 2, 1, 128, 256
+    x = torch.randn(1, k, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn((hq + 2 * hkv) * d, k, dtype=torch.bfloat16, device="cuda")
+    packed = fused_gemm.pack_qkv_rope(w, num_heads=hq, num_kv_heads=hkv, head_dim=d)
+    cache = fused_gemm.rope_cos_sin_cache(4096, d, device="cuda")
+    pos = torch.zeros(1, dtype=torch.int32, device="cuda")
+    yield "qkv_rope(x, packed, check_positions=False) (3 outputs)", per_call_us(
+        lambda: fused_gemm.qkv_rope(x, packed, positions=pos, cos_sin_cache=cache, check_positions=False))
+    q = torch.randn(1, 16, hq, d, dtype=torch.bfloat16, device="cuda")
+    kv = torch.randn(1, 16, hkv, d, dtype=torch.bfloat16, device="cuda")
+    yield "attention(q, k, v) (16 queries, the prefill kernel)", per_call_us(lambda: fused_gemm.attention(q, kv, kv))
+    yield "attention(q, k, v, causal=True) (16 queries, the decode kernel)", per_call_us(
+        lambda: fused_gemm.attention(q, kv, kv, causal=True))
+    yield "F.scaled_dot_product_attention (16 queries, enable_gqa)", per_call_us(
+        lambda: torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), kv.transpose(1, 2),
+                                                                 kv.transpose(1, 2), enable_gqa=True))
+    lens = torch.full((1,), 16, dtype=torch.int32, device="cuda")
+    yield "decode_attention(q, k_cache, v_cache, lens, check_lengths=False)", per_call_us(
+        lambda: fused_gemm.decode_attention(q[:, 0], kv, kv, lens, check_lengths=False))
+
+
 def main() -> int:
     print(f"host microseconds per call on {torch.cuda.get_device_name()} (min of 3 x 5000 calls)")
-    for name, us in rows():
+    for name, us in [*rows(), *other_op_rows()]:
         print(f"  {name:<66}{us:7.2f} us")
     print("32 weights in rotation, interleaved blocks (median of 15 rounds; ratio to torch.mm(x, w_i.t()))")
     for name, (us, ratio) in decode_step_rows().items():
