@@ -77,17 +77,17 @@ ROWS: Dict[int, MeasuredRow] = {128: MeasuredRow("t64x128x64_c1x1x1_pp_persist")
 # there are 128x96 (M = 256) and 128x192 (M = 512), which the rope epilogue cannot take (a tile holds
 # whole heads or whole chunks of one head), so qkv_rope fell back to the heuristic's 128x128 1x2 tile:
 # 1.21-1.33x the GEMM, 0.65-0.84x torch.mm in `fused-gemm sweep`.  Measured best instead:
-#   M = 64 (H200): 64x64 pingpong, not swap-AB, 1.12x (the GEMM's swap-AB 64x64 1.30x)
+#   M = 64: 64x64 pingpong, not swap-AB: H100 1.05x, H200 1.12x (the GEMM's swap-AB 64x64 1.17x / 1.30x;
+#            every launch option within 1%)
 #   M = 256: 128x128 2x1 cluster   H100 1.06x, H200 1.14x (the 1x2 fallback 1.21x / 1.28x)
-#   M = 512: H100 128x256 2x1 cooperative, along M, 1.18x; H200 128x128 2x1, along M, 45.7 us (64x128 and
-#            128x256 2x1 within 1 us); the 1x2 fallback 1.32x / 1.33x, 55 / 53 us.
+#   M = 512: 128x128 2x1, along M: H100 46.1 us, H200 45.7 us (the best, 128x256 2x1 cooperative along M
+#            and 64x128, within 1 us); the 1x2 fallback 1.32x / 1.33x, 55 / 53 us.
+_MID_M_64 = MeasuredRow("t64x64x128_c1x1x1_pp_persist")
 _MID_M_256 = MeasuredRow("t128x128x64_c2x1x1_pp_persist")
+_MID_M_512 = MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(raster="along_m"))
 SHAPE_ROWS: Dict[str, Dict[Tuple[int, int], Dict[int, MeasuredRow]]] = {
-    "h100": {(6144, 4096): {256: _MID_M_256,
-                            512: MeasuredRow("t128x256x64_c2x1x1_coop_persist", 0, LaunchOptions(raster="along_m"))}},
-    "h200": {(6144, 4096): {64: MeasuredRow("t64x64x128_c1x1x1_pp_persist", 0, LaunchOptions(raster="along_m")),
-                            256: _MID_M_256,
-                            512: MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(raster="along_m")),
+    "h100": {(6144, 4096): {64: _MID_M_64, 256: _MID_M_256, 512: _MID_M_512}},
+    "h200": {(6144, 4096): {64: _MID_M_64, 256: _MID_M_256, 512: _MID_M_512,
                             1024: MeasuredRow("t128x128x64_c2x1x1_pp_persist", 0, LaunchOptions(swizzle=4)),
                             8192: MeasuredRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2)),
                             16384: MeasuredRow("t128x128x64_c1x2x1_pp_persist", 0, LaunchOptions(swizzle=2))}},
