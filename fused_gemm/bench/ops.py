@@ -47,6 +47,20 @@ def _compiled(fn):
     return torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)
 
 
+def _torch_baselines(sets, mm_operands: Callable, eager_fn: Callable, eager_args: Callable,
+                     with_compile: bool) -> Dict[str, Calls]:
+    """Per input set: torch.mm(x, w.t()) on mm_operands(set) = (x, w), the eager PyTorch code on
+    eager_args(set), and (with_compile) that code under torch.compile."""
+    baselines: Dict[str, Calls] = {
+        "mm": [(lambda x=mm_operands(s)[0], w=mm_operands(s)[1]: torch.mm(x, w.t())) for s in sets],
+        "eager": [(lambda a=eager_args(s): eager_fn(*a)) for s in sets],
+    }
+    if with_compile:
+        compiled = _compiled(eager_fn)
+        baselines["compile"] = [(lambda a=eager_args(s): compiled(*a)) for s in sets]
+    return baselines
+
+
 # -- linear with any epilogue ------------------------------------------------------------------------
 def _eager_linear(activation: str, scales: bool, residual: bool):
     act = _ACT[activation]
@@ -143,13 +157,7 @@ def gated_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "silu
     def eager_fn(x, wg, wu):
         return act(F.linear(x, wg)) * F.linear(x, wu)
 
-    baselines: Dict[str, Calls] = {
-        "mm": [(lambda s=s: torch.mm(s[0], s[4].t())) for s in sets],
-        "eager": [(lambda s=s: eager_fn(s[0], s[1], s[2])) for s in sets],
-    }
-    if with_compile:
-        compiled = _compiled(eager_fn)
-        baselines["compile"] = [(lambda s=s: compiled(s[0], s[1], s[2])) for s in sets]
+    baselines = _torch_baselines(sets, lambda s: (s[0], s[4]), eager_fn, lambda s: s[:3], with_compile)
 
     def check() -> float:
         x, wg, wu = make()
@@ -305,13 +313,7 @@ def qkv_rope_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "n
     def eager_fn(x, w, pos):
         return rotary_neox(F.linear(x, w), pos, cache, heads, kv_heads, head_dim)
 
-    baselines: Dict[str, Calls] = {
-        "mm": [(lambda s=s: torch.mm(s[0], s[1].t())) for s in sets],
-        "eager": [(lambda s=s: eager_fn(s[0], s[1], s[3])) for s in sets],
-    }
-    if with_compile:
-        compiled = _compiled(eager_fn)
-        baselines["compile"] = [(lambda s=s: compiled(s[0], s[1], s[3])) for s in sets]
+    baselines = _torch_baselines(sets, lambda s: (s[0], s[1]), eager_fn, lambda s: (s[0], s[1], s[3]), with_compile)
 
     def check() -> float:
         x, w, packed, pos = make()
