@@ -126,6 +126,10 @@ class Selection:
                 self._memo[key] = hit
         return hit
 
+    def peek(self, key):
+        """The choice made for ``key``, or None if none is made yet (nothing is chosen or built)."""
+        return self._memo.get(key)
+
     def clear(self) -> None:
         with self._lock:
             self._memo.clear()

@@ -80,6 +80,10 @@ class KernelOp:
         self._templates.setdefault(device, {})
         self._ready.add(device)
 
+    def ready_on(self, dev: int) -> bool:
+        """Whether this op was prepared on cuda:``dev`` (so a CUDA-graph capture may launch it)."""
+        return dev in self._ready
+
     def _first_use(self, x: torch.Tensor, dev: int) -> None:
         if dev < 0:
             raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")

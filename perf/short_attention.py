@@ -37,9 +37,10 @@ def row(s: int, causal: bool = True):
     best = min((n for n in variants if n in BACKENDS), key=lambda n: med[n])
     err_o = rel_error_attention(fused_gemm.attention(q, k, v, causal=causal), q, k, v, causal)
     err_p = rel_error_attention(prefill.run(q, k, v, None, None, None, None, None, False)[0], q, k, v, causal)
-    print(f"S={s:<3} B={b:<6} ours {med['ours']:8.1f}us  prefill kernel {med['prefill']:9.1f}us  {best} {med[best]:8.1f}us"
-          f"  speed: ours / prefill {over['prefill']:6.2f}x  ours / {best} {over[best]:5.2f}x  "
-          f"prefill / {best} {over[best] / over['prefill']:5.2f}x  ours {flops(b, HQ, s, s, D, causal) / med['ours'] / 1e6:6.1f} TF/s"
+    tflops = flops(b, HQ, s, s, D, causal) / med["ours"] / 1e6
+    print(f"S={s:<3} B={b:<6} ours {med['ours']:8.1f}us  prefill kernel {med['prefill']:9.1f}us  {best} "
+          f"{med[best]:8.1f}us  speed: ours / prefill {over['prefill']:6.2f}x  ours / {best} {over[best]:5.2f}x  "
+          f"prefill / {best} {over[best] / over['prefill']:5.2f}x  ours {tflops:6.1f} TF/s"
           f"  err ours {err_o:.1e} prefill {err_p:.1e}", flush=True)
 
 
@@ -49,7 +50,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     require_gpu("short_attention")
     warm_gpu()
-    print(f"{torch.cuda.get_device_name()}: B*S = {TOKENS}, Hq {HQ} Hkv {HKV} D {D} bf16 causal, CUDA graphs, steady clocks")
+    print(f"{torch.cuda.get_device_name()}: B*S = {TOKENS}, Hq {HQ} Hkv {HKV} D {D} bf16 causal, CUDA graphs, "
+          "steady clocks")
     with torch.no_grad():
         for s in args.s:
             row(s)

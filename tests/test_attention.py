@@ -237,8 +237,8 @@ def test_varlen_empty_queries_and_checked_lengths():
         fused_gemm.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=9.0, max_seqlen_k=9)
 
 
-@pytest.mark.parametrize("dtype, d, group", [(torch.bfloat16, 128, 4), (torch.float16, 64, 1), (torch.bfloat16, 256, 8)],
-                         ids=["bf16-d128-gqa4", "fp16-d64-mha", "bf16-d256-gqa8"])
+@pytest.mark.parametrize("dtype, d, group",
+                         [(torch.bfloat16, 128, 4), (torch.float16, 64, 1), (torch.bfloat16, 256, 8)], ids=["bf16-d128-gqa4", "fp16-d64-mha", "bf16-d256-gqa8"])
 @pytest.mark.parametrize("sq, sk", [(1, 1), (5, 5), (16, 16), (3, 700), (16, 4099)])
 def test_short_causal_prefill_on_the_decode_kernel(backend, dtype, d, group, sq, sk, monkeypatch):
     """Causal Sq <= 16 over Sk >= Sq keys (and one query over any) runs the decode kernel on sm90a:
@@ -248,12 +248,17 @@ def test_short_causal_prefill_on_the_decode_kernel(backend, dtype, d, group, sq,
     monkeypatch.setattr(api, "decode_select", lambda q, real=api.decode_select: routed.append(q.shape) or real(q))
     q, k, v = qkv(3, sq, sk, 2 * group, 2, d, dtype)
     q = torch.cat((q, q), dim=-1)[..., :d]                    # rows 2 D apart: a strided view
-    ptr = poisoned(q.shape, dtype)
     for causal in (True, False):
+        ptr = poisoned(q.shape, dtype)
         o, lse = fused_gemm.attention(q, k, v, causal=causal, scale=0.2, return_lse=True)
         ref_o, ref_lse = reference(q, k, v, causal, 0.2)
         if o.data_ptr() == ptr:
             assert not torch.isnan(o).any()
+        check(o, ref_o, dtype)
+        check_lse(lse, ref_lse)
+        # the prefill kernel still serves these shapes where the route does not apply (varlen, a capture
+        # before the decode kernel is loaded): run it directly
+        o, lse = select(q, causal, sq).run(q, k, v, 0.2, None, None, None, None, True)
         check(o, ref_o, dtype)
         check_lse(lse, ref_lse)
     # sm90a routes the causal call, and the non-causal one when it is a single query
@@ -271,6 +276,21 @@ def test_strided_views_of_a_packed_qkv():
     q, k, v = qkv_out.unbind(2)
     o = fused_gemm.attention(q, k, v, causal=True)
     check(o, reference(q, k, v, True, 1 / 8)[0], torch.bfloat16)
+
+
+def test_capture_of_a_short_call_before_the_decode_kernel_is_loaded(backend, monkeypatch):
+    """A capture whose short causal call finds the decode kernel not loaded yet runs the prefill kernel
+    (warmed by a longer call of its length row) instead of failing."""
+    api = sys.modules["fused_gemm.attention.api"]
+    monkeypatch.setattr(api, "decode_selected", lambda q: None)
+    q, k, v = qkv(2, 64, 256, 8, 2, 128, torch.bfloat16)
+    fused_gemm.attention(q, k, v, causal=True)                 # loads the prefill kernel of Sq <= 1024
+    q = q[:, :4].contiguous()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = fused_gemm.attention(q, k, v, causal=True)
+    graph.replay()
+    check(o, reference(q, k, v, True, 1 / math.sqrt(128))[0], torch.bfloat16)
 
 
 @pytest.mark.parametrize("sq", [64, 4], ids=["prefill", "short"])

@@ -8,7 +8,8 @@ other GPUs example 41's sm80 kernel), and its op.
 Backend: an sm_90 GPU runs the sm90a kernels, any other GPU (compute capability 8.0 or later) the
 sm80 ones.  FUSED_GEMM_ATTENTION_BACKEND=sm80 (or sm90a; auto, the default) forces one, read on
 every call, so that eager calls, CUDA graphs and torch.compile all see it (the op's schema stays
-flash-attn's): that is how the tests run the sm80 kernels on an H100.
+flash-attn's): that is how the tests run the sm80 kernels on an H100.  On sm90a, a fixed-length causal
+call of at most 16 queries per sequence (or one query) runs the decode family's kernel (_on_decode_kernel).
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ import torch
 
 from .. import jit
 from ..decode.api import select as decode_select
+from ..decode.api import selected as decode_selected
+from ..decode.op import MAX_TOKENS as SHORT_MAX_Q
 from ..decode.op import DecodeOp
-from ..generator.attention.heuristics import SHORT_MAX_Q, pick, row_index
+from ..generator.attention.heuristics import pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
 from .op import AttentionOp
@@ -78,12 +81,18 @@ def _on_decode_kernel(q, k, v, scale, return_lse, strides):
     decode kernel computes for Sq new tokens over full caches of Sk keys (its token t sees keys
     j <= Sk - Sq + t: attention's bottom-right mask); it packs a GQA group's queries into 16-row tiles
     where the prefill kernel would spend a 128-row tile on each head's few queries.  None: not this
-    case, or an arch the decode kernels are not built for."""
+    case, an arch the decode kernels are not built for, or a CUDA-graph capture before the decode
+    kernel was loaded (warm up with the short shapes first): the prefill kernel serves those."""
     b, sq, hq, _ = q.shape
     sk, hkv = k.shape[1], k.shape[2]
-    if not 1 <= sq <= min(sk, SHORT_MAX_Q) or backend(q.get_device()) != "sm90a" or \
-            not DecodeOp.fits(b, sq, hq, hkv, sk):
+    dev = q.get_device()
+    if not 1 <= sq <= min(sk, SHORT_MAX_Q) or backend(dev) != "sm90a" or not DecodeOp.fits(b, sq, hq, hkv, sk):
         return None
+    if torch.cuda.is_current_stream_capturing():
+        op = decode_selected(q)
+        if op is None or not op.ready_on(dev):
+            return None
+        return op.enqueue(q, k, v, None, scale, sk, return_lse, None, strides)
     return decode_select(q).enqueue(q, k, v, None, scale, sk, return_lse, None, strides)
 
 
@@ -100,7 +109,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
     (like q), or (o, lse) with ``return_lse``: fp32 [B, Hq, Sq] (packed: [Hq, total_q]), natural log.
     Eager varlen calls check cu_seqlens against the packed tensors and max_seqlen (a sync;
     ``check_lengths=False`` skips it, as do CUDA-graph captures and torch.compile).  An sm_90 GPU
-    runs example 88's kernels, any other (8.0+) example 41's; $FUSED_GEMM_ATTENTION_BACKEND
+    runs example 88's kernels (a causal call of at most 16 queries per sequence, or one query, fixed
+    length: the decode kernel), any other (8.0+) example 41's; $FUSED_GEMM_ATTENTION_BACKEND
     (``sm80``, ``sm90a``, ``auto``) forces one.
     """
     args = (q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)

@@ -18,9 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..attention.api import backend
 from ..attention.api import select as attention_select
 from ..decode.api import select as decode_select
-from .ops import Calls, Case, rel_error
+from ..decode.op import MAX_TOKENS
+from .ops import Calls, Case, poison, rel_error, written
+from .timing import rotation_count
 
 TOKENS = 16384
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -59,8 +62,9 @@ def rel_error_attention(o, q, k, v, causal) -> float:
     rows = slice(max(0, sq - 256), sq)
     heads = min(2, q.shape[2])
     qd = q[0, rows, :heads].double().transpose(0, 1)
-    kd = k[0].double().repeat_interleave(g, 1)[:, :heads].transpose(0, 1)
-    vd = v[0].double().repeat_interleave(g, 1)[:, :heads].transpose(0, 1)
+    kv_heads = -(-heads // g)                                # the KV heads those q heads read
+    kd = k[0, :, :kv_heads].double().repeat_interleave(g, 1)[:, :heads].transpose(0, 1)
+    vd = v[0, :, :kv_heads].double().repeat_interleave(g, 1)[:, :heads].transpose(0, 1)
     s = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if causal:
         i = torch.arange(rows.start, sq, device=q.device)[:, None]
@@ -92,14 +96,18 @@ def attention_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "
         if usable(call):
             baselines[name] = [call]
 
-    def check() -> float:
+    def check() -> float:   # every output NaN-poisoned; float64 on a slice (rel_error_attention)
         q, kk, v = make()
-        return rel_error_attention(fused_gemm.attention(q, kk, v, causal=causal), q, kk, v, causal)
+        poison(q.shape, dtype=dtype)
+        o = fused_gemm.attention(q, kk, v, causal=causal)
+        return rel_error_attention(o, q, kk, v, causal) if written(o) else float("nan")
 
+    # fused_gemm.attention runs short causal calls (and single queries) on the decode kernel
+    short = (causal or m == 1) and m <= MAX_TOKENS and backend(q.get_device()) == "sm90a"
+    kernel = f"{decode_select(q).spec.uri} (short)" if short else attention_select(q, causal, m).spec.uri
     nbytes = 2.0 * (2 * q.numel() + 2 * kk.numel())
     return Case([lambda: fused_gemm.attention(q, kk, v, causal=causal)], baselines, flops(b, heads, m, m, d, causal),
-                nbytes, 0.0, check, kernel=f"{attention_select(q, causal, m).spec.uri} B={b}",
-                extra={"best_of": {"sdpa": tuple(BACKENDS)}})
+                nbytes, 0.0, check, kernel=f"{kernel} B={b}", extra={"best_of": {"sdpa": tuple(BACKENDS)}})
 
 
 def decode_attention_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "b32",
@@ -115,21 +123,26 @@ def decode_attention_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: 
         kc, vc = (torch.randn(b, m, kv_heads, d, dtype=dtype, device="cuda") for _ in range(2))
         return q, kc, vc, torch.full((b,), m, dtype=torch.int32, device="cuda")
 
-    q, kc, vc, lens = make()
-    kt, vt = kc.transpose(1, 2), vc.transpose(1, 2)
+    sets = [make() for _ in range(rotation_count(4 * b * m * kv_heads * d))]   # caches rotated past the L2
+    q, kc, vc, lens = sets[0]
 
-    def sdpa_decode():
-        return F.scaled_dot_product_attention(q[:, :, None], kt, vt, enable_gqa=kv_heads != heads)
+    def sdpa_decode(q, kc, vc):
+        return F.scaled_dot_product_attention(q[:, :, None], kc.transpose(1, 2), vc.transpose(1, 2),
+                                              enable_gqa=kv_heads != heads)
 
-    def check() -> float:
+    def check() -> float:   # every output NaN-poisoned; float64 on two sequences
         q, kc, vc, lens = make()
+        poison(q.shape, dtype=dtype)
         out = fused_gemm.decode_attention(q, kc, vc, lens)
+        if not written(out):
+            return float("nan")
         rows = min(b, 2)
         ref = F.scaled_dot_product_attention(q[:rows, :, None].double(), kc[:rows].transpose(1, 2).double(),
                                              vc[:rows].transpose(1, 2).double(), enable_gqa=kv_heads != heads)
         return rel_error(out[:rows], ref[:, :, 0])
 
     kv_bytes = 2.0 * kc.numel() * kc.element_size()
-    ours = [lambda: fused_gemm.decode_attention(q, kc, vc, lens, check_lengths=False)]
-    return Case(ours, {"sdpa": [sdpa_decode]}, flops(b, heads, 1, m, d, False), kv_bytes + 4.0 * q.numel(), kv_bytes,
+    ours = [(lambda s=s: fused_gemm.decode_attention(*s, check_lengths=False)) for s in sets]
+    sdpa_calls = [(lambda s=s: sdpa_decode(*s[:3])) for s in sets]
+    return Case(ours, {"sdpa": sdpa_calls}, flops(b, heads, 1, m, d, False), kv_bytes + 4.0 * q.numel(), kv_bytes,
                 check, kernel=decode_select(q).spec.uri, graph=True, floor_every_m=True)

@@ -47,7 +47,7 @@ MODELS: Dict[str, Model] = {
 }
 SQUARE: Dict[str, List[Layer]] = {"square-8192": [("square", 8192, 8192)], "square-4096": [("square", 4096, 4096)]}
 M_VALUES = M_BUCKETS              # the sweep's default M: the buckets the tables are tuned at
-# the ops fused_gemm.bench.ops times (named here so the CLI needs no torch)
+# the ops fused_gemm.bench.catalog names (here so that the CLI needs no torch)
 SWEEP_OPS = ("linear", "gated", "fp8", "int4", "fp8_weight", "qkv_rope", "attention", "decode_attention")
 PRESETS = sorted(MODELS) + sorted(SQUARE)
 

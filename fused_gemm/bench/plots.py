@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Dict, List
 
+from .models import SWEEP_OPS
 from .sweep import primary_baseline, read_rows
 
 
@@ -65,7 +66,8 @@ def roofline_plot(rows: List[dict], ceilings: dict, title: str, path: Path) -> P
     ai = [2.0 ** e for e in range(-1, 13)]
     ax.plot(ai, [min(peak, a * bw / 1e3) for a in ai], color="k", lw=1,
             label=f"roofline: {bw:.0f} GB/s copy, {peak:.0f} TFLOP/s torch.mm 8192^3")
-    for op, marker in (("linear", "o"), ("gated", "s"), ("fp8", "^"), ("int4", "v"), ("fp8_weight", "D")):
+    markers = dict(zip(SWEEP_OPS, "osv^DP*X"))
+    for op, marker in markers.items():
         rs = [r for r in rows if r["op"] == op]
         if not rs:
             continue

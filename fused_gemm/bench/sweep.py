@@ -56,7 +56,8 @@ def timed_in_graph(m: int, flop: float) -> bool:
     return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 
 
-PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm", "attention": "sdpa", "decode_attention": "sdpa"}   # the baseline an op is judged against (else torch.mm)
+# the baseline an op is judged against (else torch.mm)
+PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm", "attention": "sdpa", "decode_attention": "sdpa"}
 
 
 def primary_baseline(row: dict) -> str:
@@ -235,9 +236,9 @@ def read_rows(csv_path: Path) -> List[dict]:
 
 def summary(csv_path: Path, bar: float = 0.95, floor_bar: float = 1.2) -> str:
     """A short table: per row ours against its primary baseline (torch.mm; torch._scaled_mm for fp8,
-    tinygemm for int4), eager and cuBLASLt, and the verdicts of the issue's bars."""
+    tinygemm for int4, SDPA for the attention ops), eager and cuBLASLt, and the verdicts of the issue's bars."""
     rows = read_rows(csv_path)
-    lines = [f"{'op':<7}{'layer':<26}{'M':>6}{'N':>7}{'K':>7}{'ours us':>10}{'vs base':>8}{'base':>10}{'vs eager':>9}"
+    lines = [f"{'op':<17}{'layer':<26}{'M':>6}{'N':>7}{'K':>7}{'ours us':>10}{'vs base':>8}{'base':>10}{'vs eager':>9}"
              f"{'vs lt':>7}{'TF/s':>6}{'%ceil':>6}{'floor x':>8}{'cold x':>7}{'err':>9}  kernel",
              "(vs base: steady clocks; cold x: the same ratio on a cold GPU, first second after idle, where timed)"]
     speedups = {}
@@ -257,7 +258,7 @@ def summary(csv_path: Path, bar: float = 0.95, floor_bar: float = 1.2) -> str:
             flags.append(">floor bar")
         if r["ok"] != "True":
             flags.append("ERROR")
-        lines.append(f"{r['op']:<7}{(r['preset'] + '/' + r['layer'])[:25]:<26}{r['M']:>6}{r['N']:>7}{r['K']:>7}"
+        lines.append(f"{r['op']:<17}{(r['preset'] + '/' + r['layer'])[:25]:<26}{r['M']:>6}{r['N']:>7}{r['K']:>7}"
                      f"{f['ours_us']:>10.1f}{speed:>8.3f}{base:>10}{f['speedup_vs_eager']:>9.2f}"
                      f"{f['speedup_vs_cublaslt']:>7.2f}{f['tflops']:>6.0f}{f['pct_of_ceiling']:>6.0f}"
                      f"{f['floor_ratio']:>8.2f}{f['cold_speedup']:>7.3f}{f['rel_err']:>9.1e}  {r['kernel']} "

@@ -23,6 +23,11 @@ def select(q: Tensor) -> DecodeOp:
     return _selection.get((q.dtype, q.shape[-1]), "q", q, lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1])))
 
 
+def selected(q: Tensor) -> Optional[DecodeOp]:
+    """The op select(q) chose before, or None (nothing is chosen or built here)."""
+    return _selection.peek((q.dtype, q.shape[-1]))
+
+
 def _decode(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse, check_lengths=False):
     if not isinstance(q, Tensor):
         raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")

@@ -26,6 +26,11 @@ PACK_ORDER = ("q", "k", "v", "o", "lse", "seqlens", "q_batch", "q_token", "q_hea
 MAX_TOKENS = 16          # new tokens per sequence (speculative decode); a 16-row tile holds T x (Hq / Hkv)
 
 
+def row_groups(tokens: int, num_heads: int, num_kv_heads: int) -> int:
+    """16-row MMA tiles a kv head's queries fill: its GQA group's heads times the new tokens."""
+    return -(-tokens * (num_heads // num_kv_heads) // 16)
+
+
 class DecodeOp(KernelOp):
     """``op(q, k_cache, v_cache, cache_seqlens, scale, max_seqlen_k, return_lse)`` -> (o, lse or None).
     ``launch=LaunchOptions(splits=n)`` (n > 1) cuts each sequence's keys into n ranges instead of the
@@ -79,7 +84,7 @@ class DecodeOp(KernelOp):
         if cache_seqlens.get_device() != dev or (B > 1 and cache_seqlens.stride(0) != 1):
             raise ValueError(f"cache_seqlens must be contiguous on cuda:{dev}")
         if not self.fits(B, T, Hq, Hkv, S):
-            raise ValueError(f"cache length {S}, batch {B} or kv heads x 16-row groups {Hkv * -(-T * (Hq // Hkv) // 16)} "
+            raise ValueError(f"cache length {S}, batch {B} or kv heads x 16-row groups {Hkv * row_groups(T, Hq, Hkv)} "
                              "past the kernel's limits (2^31, 65535, 65535)")
         scale = checks.scalar("scale", 1.0 / math.sqrt(D) if scale is None else scale)
         if not scale > 0:
@@ -113,8 +118,8 @@ class DecodeOp(KernelOp):
     @staticmethod
     def fits(batch: int, tokens: int, num_heads: int, num_kv_heads: int, max_len: int) -> bool:
         """Whether the kernel's grid and 32-bit offsets hold this problem."""
-        row_groups = -(-tokens * (num_heads // num_kv_heads) // 16)
-        return max_len < INT32_LIMIT and batch <= 65535 and num_kv_heads * row_groups <= 65535
+        return max_len < INT32_LIMIT and batch <= 65535 and \
+            num_kv_heads * row_groups(tokens, num_heads, num_kv_heads) <= 65535
 
     def enqueue(self, q4, k_cache, v_cache, cache_seqlens, scale: float, hint: int, return_lse: bool, launch,
                 strides):
@@ -126,7 +131,7 @@ class DecodeOp(KernelOp):
         dev = q4.get_device()
         if dev not in self._ready:
             self._first_use(q4, dev)
-        row_groups = -(-T * (Hq // Hkv) // 16)
+        groups = row_groups(T, Hq, Hkv)
         o = self.new_output((B, T, Hq, D), self._dtype, dev)
         lse = torch.empty((B, Hq, T), dtype=torch.float32, device=q4.device) if return_lse else None
         if B == 0 or S == 0:
@@ -135,8 +140,8 @@ class DecodeOp(KernelOp):
                 lse.fill_(math.inf)
             return o, lse
         splits = launch.splits if launch is not None and launch.splits > 1 else \
-            pick_splits(B * Hkv * row_groups, hint, D, self._sm_count[dev])
-        parts = B * Hkv * row_groups * splits * 16
+            pick_splits(B * Hkv * groups, hint, D, self._sm_count[dev])
+        parts = B * Hkv * groups * splits * 16
         ws_bytes = parts * (D + 1) * 4 if splits > 1 else 0
         workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q4.device) if ws_bytes else None
         q_strides, k_strides, v_strides = strides

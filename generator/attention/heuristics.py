@@ -35,10 +35,6 @@ from typing import Dict, Optional, Tuple
 from .spec import AttentionSpec
 
 ANY = 1 << 31
-# fused_gemm.attention runs a causal prefill of at most this many queries per sequence (and Sk >= Sq keys), or a
-# single query, on the decode family's kernel: its 16-row tiles hold a GQA group's few queries, where a
-# 128-row Q tile would hold one head's (perf/short_attention.py).
-SHORT_MAX_Q = 16
 Row = Tuple[int, Optional[int], int, bool, bool]      # (max Sq, block_m, block_n, persistent, overlap)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 64, False): ((2048, None, 128, True, True), (ANY, 192, 128, True, False)),

@@ -1,10 +1,10 @@
 """The decode family's C ABI: new tokens' attention over a KV cache, in flash-attn's terms."""
 from ..abi import AbiStruct, Field
 
-PROBLEM = AbiStruct("FgDecodeProblem", version=1, fields=(
+PROBLEM = AbiStruct("FgDecodeProblem", version=2, fields=(
     Field("q", "cptr", "[B, T, Hq, D]"), Field("k", "cptr", "cache [B, S_max, Hkv, D]"), Field("v", "cptr"),
     Field("o", "ptr", "[B, T, Hq, D]"), Field("lse", "ptr", "fp32 [B, Hq, T] or null"),
-    Field("seqlens", "cptr", "int32 [B]: keys in each sequence's cache"),
+    Field("seqlens", "cptr", "int32 [B]: keys in each sequence's cache; null: every cache holds max_len"),
     Field("q_batch", "i64", "strides in elements; D is contiguous"), Field("q_token", "i64"), Field("q_head", "i64"),
     Field("k_batch", "i64"), Field("k_row", "i64"), Field("k_head", "i64"),
     Field("v_batch", "i64"), Field("v_row", "i64"), Field("v_head", "i64"),

@@ -84,9 +84,9 @@ struct DecodeKernel {
   // stages 0 .. min(t, kStages) - 1 only), or the warps' merge.  A grid of short ranges then fits
   // 3 CTAs an SM (registers bind) instead of kSmemBytes' 2.
   static int smem_bytes(DecodeParams const &p) {
-    int const per_split = (p.max_len + p.splits - 1) / p.splits;
-    int const tiles = (per_split + kBlockN - 1) / kBlockN;
-    int const stages = tiles < 1 ? 1 : (tiles < kStages ? tiles : kStages);
+    int64_t const per_split = (int64_t(p.max_len) + p.splits - 1) / p.splits;
+    int64_t const tiles = (per_split + kBlockN - 1) / kBlockN;
+    int const stages = tiles < 1 ? 1 : (tiles < kStages ? int(tiles) : kStages);
     int const pipeline = stages * 2 * kTileElements * int(sizeof(Element));
     return pipeline > kMergeBytes ? pipeline : kMergeBytes;
   }
@@ -437,9 +437,10 @@ struct DecodeLauncher {
     return FG_OK;
   }
 
-  // CTAs of the split kernel resident at once with kSmemBytes each, per device (set by prepare_device).
-  static int &resident(int device) {
-    static int slots[kMaxDevices] = {};
+  // CTAs of the split kernel resident at once with kSmemBytes each, per device (set by prepare_device,
+  // which the launcher calls with `device` current: the occupancy query reads the current device).
+  static std::atomic<int> &resident(int device) {
+    static std::atomic<int> slots[kMaxDevices] = {};
     return slots[device];
   }
 
@@ -463,7 +464,7 @@ struct DecodeLauncher {
       cudaGetLastError();
       return fail(FG_ERR_CUDA, std::string("preparing the decode kernels: ") + cudaGetErrorString(err));
     }
-    resident(device) = sms * per_sm;
+    resident(device).store(sms * per_sm, std::memory_order_relaxed);
     prepared[device].store(true, std::memory_order_release);
     return FG_OK;
   }
@@ -482,7 +483,8 @@ struct DecodeLauncher {
     // wave keeps kSmemBytes, which spreads it over every SM: packed 3 an SM, B = 32 decode over short
     // caches ran ~1 us slower.
     int64_t const ctas = int64_t(grid.x) * grid.y * grid.z;
-    int const smem = ctas > resident(p.device) ? Split::smem_bytes(d) : Split::kSmemBytes;
+    int const one_wave = resident(p.device).load(std::memory_order_relaxed);
+    int const smem = ctas > one_wave ? Split::smem_bytes(d) : Split::kSmemBytes;
     cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), smem, stream,
                                     (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
