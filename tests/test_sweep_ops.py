@@ -14,6 +14,7 @@ CASES = [  # (op, preset, M)
     ("gated", "custom:256x512", 129),
     ("qkv_rope", "llama3-70b-tp8", 7),
     ("attention", "llama3-70b-tp8", 1000),
+    ("attention", "llama3-70b-tp8", 16),          # on the decode kernel
     ("decode_attention", "llama3-70b-tp8", 1000),
 ]
 
@@ -28,6 +29,7 @@ def test_sweep_row(op, preset, m):
     assert row["ours_us"] > 0 and math.isfinite(row[f"speedup_vs_{base}"]), row
     if op == "attention":
         assert base == "sdpa" and "(sdpa: " in row["kernel"]
+        assert row["kernel"].startswith("decode_" if m <= 16 else "attention_"), row["kernel"]
     if op == "decode_attention":
         assert row["timing"] == "graph" and math.isfinite(row["floor_ratio"])   # the K + V floor at every length
     if op == "qkv_rope":

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..attention.api import backend
+from ..attention.api import backend as attention_backend
 from ..attention.api import select as attention_select
 from ..decode.api import select as decode_select
 from ..decode.op import MAX_TOKENS
@@ -103,7 +103,7 @@ def attention_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "
         return rel_error_attention(o, q, kk, v, causal) if written(o) else float("nan")
 
     # fused_gemm.attention runs short causal calls (and single queries) on the decode kernel
-    short = (causal or m == 1) and m <= MAX_TOKENS and backend(q.get_device()) == "sm90a"
+    short = (causal or m == 1) and m <= MAX_TOKENS and attention_backend(q.get_device()) == "sm90a"
     kernel = f"{decode_select(q).spec.uri} (short)" if short else attention_select(q, causal, m).spec.uri
     nbytes = 2.0 * (2 * q.numel() + 2 * kk.numel())
     return Case([lambda: fused_gemm.attention(q, kk, v, causal=causal)], baselines, flops(b, heads, m, m, d, causal),
