@@ -21,10 +21,12 @@ import torch
 
 import fused_gemm
 from fused_gemm.attention.op import AttentionOp
-from fused_gemm.generator import AttentionSpec, build_many
-from bench_attention import BACKENDS, HEADS, TOKENS, flops, sdpa
-from build_variants import load_builds   # perf/, beside this script
+from fused_gemm.bench.attention_ops import BACKENDS, TOKENS, flops, sdpa
 from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
+from fused_gemm.generator import AttentionSpec, build_many
+
+from bench_attention import HEADS   # perf/, beside this script
+from build_variants import load_builds
 
 # (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):

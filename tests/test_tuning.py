@@ -150,3 +150,17 @@ def test_summary_and_plots_from_a_sweep_csv(tmp_path):
 
 def test_heuristic_is_the_fallback_for_untuned_shapes():
     assert heuristics.pick("sm90a", 1).config.swap_ab
+
+
+def test_attention_sweep_cases_refuse_an_unknown_option_column():
+    """The attention-shaped sweep ops read their option from the epilogue column: a wrong one is
+    refused, naming what it takes, before any tensor is made."""
+    pytest.importorskip("torch")
+    from fused_gemm.bench import attention_ops, ops
+    geometry = {"heads": 32, "kv_heads": 8, "head_dim": 128}
+    with pytest.raises(ValueError, match="'causal' or 'none'"):
+        attention_ops.attention_case(4096, 1024, 16, None, "bias", **geometry)
+    with pytest.raises(ValueError, match="b<B>"):
+        attention_ops.decode_attention_case(4096, 1024, 16, None, "32", **geometry)
+    with pytest.raises(ValueError, match="neox"):
+        ops.qkv_rope_case(6144, 4096, 16, None, "gptj", **geometry)

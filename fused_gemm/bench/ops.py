@@ -63,7 +63,7 @@ def _torch_baselines(sets, mm_operands: Callable, eager_fn: Callable, eager_args
     """Per input set: torch.mm(x, w.t()) on mm_operands(set) = (x, w), the eager PyTorch code on
     eager_args(set), and (with_compile) that code under torch.compile."""
     baselines: Dict[str, Calls] = {
-        "mm": [(lambda x=mm_operands(s)[0], w=mm_operands(s)[1]: torch.mm(x, w.t())) for s in sets],
+        "mm": [(lambda xw=mm_operands(s): torch.mm(xw[0], xw[1].t())) for s in sets],
         "eager": [(lambda a=eager_args(s): eager_fn(*a)) for s in sets],
     }
     if with_compile:

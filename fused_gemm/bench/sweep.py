@@ -56,6 +56,10 @@ def timed_in_graph(m: int, flop: float) -> bool:
     return m <= GRAPH_MAX_M or flop <= GRAPH_MAX_FLOP
 
 
+def _case_in_graph(case: Case, m: int) -> bool:
+    return timed_in_graph(m, case.flop) if case.graph is None else case.graph
+
+
 # the baseline an op is judged against (else torch.mm)
 PRIMARY = {"fp8": "scaled_mm", "int4": "tinygemm", "attention": "sdpa", "decode_attention": "sdpa"}
 
@@ -87,7 +91,7 @@ def _fmt(v):
 
 def time_case(case: Case, m: int, reps: Optional[int] = None) -> Dict[str, float]:
     """Median seconds per call of ours and each baseline, interleaved, and per-repetition ratios."""
-    graph = timed_in_graph(m, case.flop) if case.graph is None else case.graph
+    graph = _case_in_graph(case, m)
     variants = {"ours": case.ours, **case.baselines}
     big = case.flop > 2e11
     samples = time_samples(variants, graph=graph, reps=reps or (7 if big else 11),
@@ -105,8 +109,7 @@ def time_cold(case: Case, m: int, idle_s: float) -> Dict[str, float]:
         calls[0]()
     torch.cuda.synchronize()
     time.sleep(idle_s)
-    graph = timed_in_graph(m, case.flop) if case.graph is None else case.graph
-    samples = time_samples(variants, graph=graph, reps=3,   # as the steady sample
+    samples = time_samples(variants, graph=_case_in_graph(case, m), reps=3,   # as the steady sample
                            min_calls=2 if case.flop > 2e11 else 8)
     ratios = paired_ratios(samples, "ours")
     warm_gpu(1.5)
