@@ -164,13 +164,15 @@ def head_dim_last(name: str, t: torch.Tensor, itemsize: int, limit: Optional[int
     """The strides of a [..., H, D] tensor whose rows are read 16 bytes at a time (TMA, cp.async):
     D contiguous, every other stride and the data pointer 16-byte aligned (and below ``limit``).
     A dim of size 1 may carry any stride (its coordinate is always 0): it gets the head dim's."""
-    stride = tuple(st if size > 1 else t.shape[-1] for st, size in zip(t.stride(), t.shape))
-    if t.shape[-1] > 1 and stride[-1] != 1:
+    shape, stride = t.shape, t.stride()
+    if 1 in shape:     # per call: the common shapes skip this comprehension
+        stride = tuple(st if size > 1 else shape[-1] for st, size in zip(stride, shape))
+    if shape[-1] > 1 and stride[-1] != 1:
         raise ValueError(f"{name} must be contiguous in its head dim (strides {stride}); call .contiguous()")
+    align = ALIGN_BYTES // itemsize
     for s in stride[:-1]:
-        if (s * itemsize) % ALIGN_BYTES:
-            raise ValueError(f"{name} strides {stride} must be multiples of {ALIGN_BYTES // itemsize} elements "
-                             f"({ALIGN_BYTES} bytes)")
+        if s % align:
+            raise ValueError(f"{name} strides {stride} must be multiples of {align} elements ({ALIGN_BYTES} bytes)")
         if limit is not None and s >= limit:
             raise ValueError(f"{name} stride {s} is too large (the kernel's strides are 32-bit)")
     if t.data_ptr() % ALIGN_BYTES:

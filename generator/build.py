@@ -27,6 +27,9 @@ NVCC_PEAK_BYTES = 4 << 30     # measured peak RSS of one CUTLASS sm90 kernel bui
 _PERF_PATTERNS = [
     (re.compile(r"C7510"), "wgmma serialised (ptxas C7510): was -DNDEBUG lost?"),
     (re.compile(r"C7508"), "setmaxnreg ignored (ptxas C7508): register reallocation disabled"),
+    # ptxas's other wgmma serialisations (C7514: accumulators read while in flight; C7519: an injected
+    # warpgroup.arrive): each costs the overlap of consecutive wgmmas.
+    (re.compile(r"\((C75(?:09|1[1-9]|2\d))\) Potential Performance Loss"), "wgmma serialised (ptxas {0})"),
     (re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads"), None),
 ]
 
@@ -38,8 +41,8 @@ def performance_problems(log: str) -> List[str]:
             if message is None:
                 if int(m.group(1)) or int(m.group(2)):
                     problems.append(f"register spills: {m.group(0)}")
-            elif message not in problems:
-                problems.append(message)
+            elif message.format(*m.groups()) not in problems:
+                problems.append(message.format(*m.groups()))
     return problems
 
 

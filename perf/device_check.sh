@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|sweep|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|sweep-fp8|sweep-attention|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|tune:OP|sweep|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -48,12 +48,16 @@ for step in $steps; do
     tune)  # TUNE_ARGS e.g. "--preset llama3-8b --preset square-8192 --minimal"; the table and raw timings come back
            run tune fused-gemm tune ${TUNE_ARGS:---minimal} -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;   # this GPU's table: the one just written
+    tune:*) # one op (gated, fp8, linear) with TUNE_OP_ARGS, e.g. "--preset llama3-8b"; the merged table comes back
+           run "tune-${step#tune:}" fused-gemm tune --op "${step#tune:}" ${TUNE_OP_ARGS:-} --no-build -q --results "$OUT"
+           cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)
            run sweep-linear fused-gemm sweep --op linear ${SWEEP_ARGS:---preset llama3-8b --preset square-8192} \
              --out "$OUT" --name "sweep_${SWEEP_NAME:-linear}" --no-plots -q ;;
     sweep) # any ops: SWEEP_ARGS e.g. "--op attention --op decode_attention --preset llama3-8b"; CSV + JSON come back
            run sweep fused-gemm sweep ${SWEEP_ARGS:---preset llama3-8b} --out "$OUT" --name "sweep_${SWEEP_NAME:-ops}" --no-plots -q ;;
     gated-vs-gemm) run gated-vs-gemm python3 perf/gated_vs_gemm.py ${GVG_ARGS:-16384 --sustained 3} ;;   # GVG_ARGS e.g. "16384 --config t128x192x64_c1x2x1_pp_persist --swizzle 4 --raster heuristic"
+    sweep-fp8) run sweep-fp8 python3 perf/sweep_fp8.py --json "$OUT/sweep_fp8.json" ${SWEEP_FP8_ARGS:-} ;;   # e.g. "--accum precise --m 4096 --variants DIR"
     sweep-gated) run sweep-gated python3 perf/sweep_gated.py --json "$OUT/sweep_gated.json" ${SWEEP_M:+--m $SWEEP_M} ${SWEEP_GATED_ARGS:-} ;;
     ncu:*) IFS=, read -ra kinds <<< "${step#ncu:}"
            for kind in "${kinds[@]}"; do   # e.g. ncu:rope,gemm  (M from NCU_M, default 4096; NCU_ARGS e.g. "--n 28672")

@@ -3,12 +3,13 @@ what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
                                    [--block-n 64 128] [--pingpong] [--dims 128 64] [--overlap]
-                                   [--variants DIR]
+                                   [--variants DIR] [--table-only]
 
 Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
 ping-pong softmax) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
 TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.  --variants DIR adds builds of
-a kernel edit (perf/build_variants.py: DIR/<name>/lib.so) to the rows of their head dim and mask.
+a kernel edit (perf/build_variants.py: DIR/<name>/lib.so) to the rows of their head dim and mask, with
+each one's error against cuDNN; --table-only times only the table's pick per row (beside the variants).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from fused_gemm.attention.op import AttentionOp
 from fused_gemm.bench.attention_ops import BACKENDS, TOKENS, flops, sdpa
 from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
 from fused_gemm.generator import AttentionSpec, build_many
+from fused_gemm.generator.attention import heuristics
 
 from bench_attention import HEADS   # perf/, beside this script
 from build_variants import load_builds
@@ -51,6 +53,12 @@ def specs(configs_by_dim=None):
             for config in configs for causal in (False, True)]
 
 
+def table_config(d, causal, s):
+    """The table's (Q tile, K/V tile, persistent, pingpong, overlap) for this row."""
+    picked = heuristics.pick("bf16", d, causal, s)
+    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-only", action="store_true")
@@ -61,10 +69,14 @@ def main(argv=None) -> int:
     ap.add_argument("--overlap", action="store_true", help="each candidate also with the overlapped mainloop")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
+    ap.add_argument("--table-only", action="store_true", help="time only the table's kernel per row")
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
     configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims), args.overlap)
+    if args.table_only:
+        configs_by_dim = {d: list(dict.fromkeys(table_config(d, causal, s) for s in args.s for causal in (False, True)))
+                          for d in args.dims}
     build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
         return 0
@@ -81,20 +93,22 @@ def main(argv=None) -> int:
                     b = TOKENS // s
                     q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
                     variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
-                    for config in configs:
+                    for config in ([table_config(d, causal, s)] if args.table_only else configs):
                         op = fused_gemm.compile(spec(d, causal, *config))
                         variants[name(*config)] = [lambda op=op: op(q, k, v)]
                     for label, (spec_, op) in variant_ops.items():
                         if (spec_.head_dim, spec_.causal) == (d, causal):
                             variants[label] = [lambda op=op: op(q, k, v)]
                     want = variants["cudnn"][0]().transpose(1, 2).float()   # SDPA gives [B, H, S, D]
-                    err = max(float((fn()[0].float() - want).norm() / want.norm())
-                              for label, (fn,) in variants.items() if label != "cudnn")
+                    errs = {label: float((fn()[0].float() - want).norm() / want.norm())
+                            for label, (fn,) in variants.items() if label != "cudnn"}
+                    err = max(errs.values())
                     samples = time_samples(variants, reps=7, min_calls=max(2, 16384 // s))
                     over = paired_ratios(samples, "cudnn")
                     t_cudnn = sorted(samples["cudnn"])[len(samples["cudnn"]) // 2]
                     fl = flops(b, HEADS, s, s, d, causal)
                     row = {"D": d, "S": s, "causal": causal, "cudnn_tflops": fl / t_cudnn / 1e12, "max_rel_err": err,
+                           "rel_err": errs,
                            "ours": {n: 1 / over[n] for n in variants if n != "cudnn"}}
                     rows.append(row)
                     print(row, flush=True)
@@ -102,7 +116,8 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
     print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}; speed vs cuDNN (>1: faster)")
     for r in rows:
-        cands = "  ".join(f"{k}={v:.3f}" for k, v in r["ours"].items())
+        cands = "  ".join(f"{k}={v:.3f}" + (f" (err {r['rel_err'][k]:.1e})" if k in variant_ops else "")
+                          for k, v in r["ours"].items())
         print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}"
               f"  err vs cudnn {r['max_rel_err']:.1e}")
     return 0

@@ -4,10 +4,12 @@ accumulation mode, to choose generator/gemm/heuristics.py's FP8_RULES.
 
     python perf/sweep_fp8.py --build-only              # compile every candidate (no GPU needed)
     python perf/sweep_fp8.py [--json out.json] [--m 4096] [--accum precise fast] [--promotion 4 8 16]
-                             [--configs t128x128x128_c1x2x1_coop_persist ...]
+                             [--configs t128x128x128_c1x2x1_coop_persist ...] [--variants DIR]
 
 Variants are timed three at a time with _scaled_mm on the same inputs (ratios per repetition, as
-`fused-gemm tune` does): dozens at once skew the baseline.
+`fused-gemm tune` does): dozens at once skew the baseline.  --variants DIR adds builds of a kernel edit
+(perf/build_variants.py: DIR/<name>/lib.so, fp8 specs only) with each launch option, their relative error
+against float64 printed beside.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from pathlib import Path
 
 from fused_gemm.generator import GemmSpec, LaunchOptions as L, TileConfig, build_many
 from fused_gemm.generator.gemm.spec import FP8_PROMOTION, Epilogue
+
+from build_variants import load_builds   # perf/, beside this script
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 # Without fast accumulation each consumer warpgroup keeps two copies of its accumulators (wgmma's and
@@ -47,6 +51,12 @@ def specs(accums, promotions=(FP8_PROMOTION,), names=None):
             for p in ((FP8_PROMOTION,) if fast else promotions)]
 
 
+def rel_error(out, x, w, xs, ws) -> float:
+    """Relative error norm of a row/column-scaled fp8 GEMM against float64."""
+    ref = (x.double() @ w.double().t()) * xs.double() * ws.double()
+    return float((out.double() - ref).norm() / ref.norm())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-only", action="store_true")
@@ -56,6 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--promotion", type=int, nargs="*", default=[FP8_PROMOTION],
                     help="precise: wgmmas between fp32 promotions")
     ap.add_argument("--configs", nargs="*", help="tile config names (default: every candidate)")
+    ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     args = ap.parse_args(argv)
     accums = [a == "fast" for a in args.accum]
     build_many(specs(accums, args.promotion, args.configs), progress=False)
@@ -64,7 +75,9 @@ def main(argv=None) -> int:
     import torch
     import fused_gemm
     from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
+    from fused_gemm.gemm.op import GemmOp
 
+    variant_ops = {n: GemmOp(*b) for n, b in load_builds(args.variants).items()} if args.variants else {}
     warm_gpu()
     rows = []
     for m in args.m:
@@ -76,20 +89,26 @@ def main(argv=None) -> int:
             for fast in accums:
                 base = [lambda fast=fast: torch._scaled_mm(x, w.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16,
                                                            use_fast_accum=fast)]
-                variants = [(spec, launch) for spec in specs([fast], args.promotion, args.configs) for launch in LAUNCHES]
+                variants = [(spec.config.name + (f"_promo{spec.promotion}" if spec.promotion != FP8_PROMOTION else ""),
+                             fused_gemm.compile(spec), launch)
+                            for spec in specs([fast], args.promotion, args.configs) for launch in LAUNCHES]
+                variants += [(name, op, launch) for name, op in variant_ops.items() if op.spec.fast_accum == fast
+                             for launch in LAUNCHES]
+                errors = {name: rel_error(op(x, w, row_scale=xs.view(-1), col_scale=ws.view(-1)), x, w, xs, ws)
+                          for name, op, _ in variants if name in variant_ops} if variant_ops else {}
                 for i in range(0, len(variants), 3):
                     group = {"base": base}
-                    for j, (spec, launch) in enumerate(variants[i:i + 3]):
-                        op = fused_gemm.compile(spec)
+                    for j, (_, op, launch) in enumerate(variants[i:i + 3]):
                         group[str(j)] = [lambda op=op, launch=launch: op(x, w, row_scale=xs.view(-1),
                                                                          col_scale=ws.view(-1), launch=launch)]
                     samples = time_samples(group, min_calls=10, reps=9)
                     over = paired_ratios(samples, "base")
-                    for j, (spec, launch) in enumerate(variants[i:i + 3]):
-                        promo = f"_promo{spec.promotion}" if spec.promotion != FP8_PROMOTION else ""
-                        rows.append({"M": m, "layer": layer, "fast": fast, "config": spec.config.name + promo,
+                    for j, (name, _, launch) in enumerate(variants[i:i + 3]):
+                        rows.append({"M": m, "layer": layer, "fast": fast, "config": name,
                                      "launch": f"{launch.swizzle}/{launch.raster}", "vs_scaled_mm": 1 / over[str(j)],
                                      "us": statistics.median(samples[str(j)]) * 1e6})
+                for name, err in errors.items():
+                    print(f"M={m} {layer} {name}: rel err vs float64 {err:.2e}")
     for fast in accums:
         print(f"{'fast' if fast else 'precise'} accumulation: speed vs torch._scaled_mm (geomean over shapes, per M)")
         for m in args.m:
@@ -98,7 +117,8 @@ def main(argv=None) -> int:
                 if r["M"] == m and r["fast"] == fast:
                     table.setdefault((r["config"], r["launch"]), []).append(r["vs_scaled_mm"])
             ranked = sorted(table.items(), key=lambda kv: -statistics.geometric_mean(kv[1]))
-            for (config, launch), ratios in ranked[:6]:
+            shown = ranked[:6] + [kv for kv in ranked[6:] if kv[0][0] in variant_ops or kv[0][0] in (args.configs or ())]
+            for (config, launch), ratios in shown:
                 print(f"  M={m:<6} {config:<40} {launch:<14} geomean {statistics.geometric_mean(ratios):.3f}  "
                       f"min {min(ratios):.3f}  " + " ".join(f"{v:.3f}" for v in ratios))
     if args.json:

@@ -74,6 +74,9 @@ def test_performance_problems_are_found():
     assert any("C7510" in p for p in problems)
     assert any("spill" in p for p in problems)
     assert performance_problems("ptxas info : 0 bytes spill stores, 0 bytes spill loads") == []
+    c7514 = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+             "non wgmma instructions reading accumulator registers")
+    assert performance_problems(c7514) == ["wgmma serialised (ptxas C7514)"]
 
 
 def test_missing_nvcc_is_a_clear_error(monkeypatch):

@@ -525,7 +525,8 @@ def test_every_kernel_of_this_gpus_tuned_table():
         pytest.skip(f"no tuned table ships for {torch.cuda.get_device_name()}")
     first = {}
     for e in sorted(table.entries, key=lambda e: e.n * e.k * e.m):
-        first.setdefault((e.dtype, e.config, e.launch), e)
+        if e.op == "linear":      # the other ops' entries: test_every_tuned_kernel_of_the_other_ops
+            first.setdefault((e.dtype, e.config, e.launch), e)
     ep = Epilogue.parse("bias+gelu_tanh")
     for (dtype, config, launch), e in first.items():
         torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
@@ -535,3 +536,39 @@ def test_every_kernel_of_this_gpus_tuned_table():
         out = torch.full((m, e.n), float("nan"), dtype=torch_dtype, device="cuda")
         op(g["x"], g["weight"], g["bias"], "gelu_tanh", out=out, launch=launch)
         assert_close(out, reference(ep, **g), torch_dtype)
+
+
+def test_every_tuned_kernel_of_the_other_ops():
+    """The gated and fp8 entries of this GPU's tuned table: each (kernel, launch options) run through the
+    public op at an odd M of its bucket, on the entry's weight shape (so the table picks it), against
+    float64, outputs NaN-poisoned first; and the op really picked the entry's kernel."""
+    from fused_gemm.gated import api as gated_api
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.quant import fp8 as fp8_api
+    table = tuned.load(tuned.gpu_key(torch.cuda.get_device_name()))
+    entries = {}
+    for e in sorted(table.entries if table else (), key=lambda e: e.n * e.k * e.m):
+        if e.op != "linear":
+            entries.setdefault((e.op, e.config, e.promotion, e.launch), e)
+    if not entries:
+        pytest.skip(f"no gated or fp8 entries in a tuned table for {torch.cuda.get_device_name()}")
+    for e in entries.values():
+        m = e.m - 3
+        if e.op == "gated":
+            x = torch.randn(m, e.k, dtype=torch.bfloat16, device="cuda")
+            wg, wu = (torch.randn(e.n // 2, e.k, dtype=torch.bfloat16, device="cuda") / e.k ** 0.5 for _ in range(2))
+            out = torch.full((m, e.n // 2), float("nan"), dtype=torch.bfloat16, device="cuda")
+            fused_gemm.gated_linear(x, fused_gemm.pack_gate_up(wg, wu), out=out)
+            op, launch = gated_api.select(x, None, None, "silu", None, torch.bfloat16, m, e.n, e.k)
+            ref = F.silu(x.double() @ wg.double().t()) * (x.double() @ wu.double().t())
+        else:
+            x = torch.randn(m, e.k, device="cuda").to(torch.float8_e4m3fn)
+            w = torch.randn(e.n, e.k, device="cuda").to(torch.float8_e4m3fn)
+            xs, ws = torch.rand(m, device="cuda") + 0.5, torch.rand(e.n, device="cuda") + 0.5
+            out = torch.full((m, e.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            fused_gemm.fp8_linear(x, w, xs, ws, out=out)
+            op, launch = fp8_api.select(x, False, False, None, None, None, torch.bfloat16, False, m, e.n, e.k)
+            assert op.spec.promotion == e.promotion, e
+            ref = (x.double() @ w.double().t()) * xs.double()[:, None] * ws.double()
+        assert (op.spec.config, launch) == (e.config, e.launch), e
+        assert_close(out, ref, torch.bfloat16)

@@ -62,17 +62,71 @@ def test_gpu_keys():
 
 @pytest.mark.parametrize("gpu", sorted(p.stem for p in tuned.TABLE_DIR.glob("*.json")))
 def test_shipped_tables_are_valid(gpu):
-    """Every shipped entry names a candidate the tuner can build, and every bucket of a shape is there."""
+    """Every shipped entry names a candidate the tuner can build for its op; linear's shapes have every
+    bucket, the other ops' every bucket they have candidates for."""
+    from fused_gemm.bench.tune import WORKLOADS, _TORCH
     table = tuned.load(gpu)
-    known = {c.config for c in tuning_space.SM90_BF16}
     shapes = {}
     for e in table.entries:
-        assert e.config in known, e
-        assert e.m in tuned.M_BUCKETS
-        shapes.setdefault((e.dtype, e.n, e.k), set()).add(e.m)
-    for shape, ms in shapes.items():
-        assert ms == set(tuned.M_BUCKETS), shape
-    assert PRESETS[f"tuned-{gpu}"]()
+        work = WORKLOADS[e.op]
+        known = {(c.config, c.promotion) for c in work.candidates(e.m, _TORCH[e.dtype])}
+        assert (e.config, e.promotion) in known, e
+        shapes.setdefault((e.op, e.dtype, e.n, e.k), set()).add(e.m)
+    for (op, dtype, n, k), ms in shapes.items():
+        want = {m for m in tuned.M_BUCKETS if WORKLOADS[op].candidates(m, _TORCH[dtype])}
+        assert ms == want, (op, dtype, n, k)
+    specs = PRESETS[f"tuned-{gpu}"]()
+    assert {s.family for s in specs} >= {"gemm"}
+    assert len(specs) == len({(e.op, e.config, e.promotion) for e in table.entries})
+
+
+def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
+    """An op's entries (gated, fp8 with its promotion) live beside linear's, are found by op only, and a
+    later run of one op replaces its own entries and keeps the rest (and linear's meta)."""
+    from fused_gemm.bench.tune import merge
+    fp8_cfg = TileConfig((128, 128, 128), (1, 2, 1), "cooperative")
+    fp8 = tuned.Entry("e4m3", 4096, 4096, 4096, fp8_cfg, LaunchOptions(swizzle=8), 0.97, "fp8", 16)
+    gated = tuned.Entry("bf16", 28672, 4096, 4096, TileConfig(), LaunchOptions(swizzle=4), 0.99, "gated")
+    table = tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, _table().entries + (fp8, gated))
+    back = tuned.TunedTable.from_json(table.to_json())
+    assert set(back.entries) == set(table.entries)
+    assert '"op": "fp8", "promotion": 16' in table.to_json() and '"op": "linear"' not in table.to_json()
+    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
+    (tmp_path / "h100.json").write_text(table.to_json())
+    tuned.load.cache_clear()
+    try:
+        rule = tuned.rule_for("h100", "e4m3", 4096, 4096, 3000, "fp8")
+        assert (rule.config, rule.launch, rule.promotion) == (fp8_cfg, LaunchOptions(swizzle=8), 16)
+        assert tuned.rule_for("h100", "e4m3", 4096, 4096, 3000) is None            # linear has no e4m3 entry
+        assert tuned.rule_for("h100", "bf16", 28672, 4096, 4096, "gated").launch == LaunchOptions(swizzle=4)
+        assert tuned.rule_for("h100", "bf16", 28672, 4096, 4096) is None           # nor this shape
+        assert tuned.rule_for("h100", "bf16", 4096, 4096, 4096, "gated") is None   # a linear shape only
+    finally:
+        tuned.load.cache_clear()
+    with pytest.raises(ValueError, match="op"):
+        tuned.Entry("bf16", 1, 1, 1, TileConfig(), LaunchOptions(), op="gemv")
+    newer = tuned.TunedTable("h100", {"op": "fp8", "measured": "later"}, (
+        tuned.Entry("e4m3", 4096, 4096, 4096, fp8_cfg, LaunchOptions(), 1.0, "fp8", 8),))
+    merged = merge(table, newer)
+    assert len(merged.entries) == len(table.entries)
+    assert tuned.TunedTable.from_json(merged.to_json()).rule_at("e4m3", 4096, 4096, 4096, "fp8").promotion == 8
+    assert merged.meta["epilogue"] == "bias+gelu_tanh" and merged.meta["fp8"]["measured"] == "later"
+
+
+def test_tuner_workloads_build_their_ops_specs():
+    """Each op's candidates make specs of the op's own family, as its select() builds them."""
+    import torch
+    from fused_gemm.bench.cli import tune_shapes
+    from fused_gemm.bench.tune import WORKLOADS
+    gated, fp8 = WORKLOADS["gated"], WORKLOADS["fp8"]
+    for m in tuned.M_BUCKETS:
+        for c in gated.candidates(m):
+            assert gated.spec(c, torch.bfloat16).family == "gated"
+    assert not fp8.candidates(512) and fp8.candidates(1024)
+    specs = fp8.candidate_specs(torch.float8_e4m3fn, [4096])
+    assert {s.promotion for s in specs} == {8, 16} and all(s.a_dtype == "e4m3" for s in specs)
+    assert tune_shapes("gated", ["llama3-8b", "custom:256x128"]) == [(28672, 4096), (256, 128)]
+    assert (6144, 4096) in tune_shapes("fp8", ["llama3-8b"])
 
 
 def test_minimal_configs_cover_every_cell():

@@ -71,9 +71,13 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
-    short = _on_decode_kernel if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q else None
-    return select(q, causal, seqlen_q).run(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                           return_lse, check_lengths, short)
+    op = select(q, causal, seqlen_q)
+    checked = op.check(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
+    if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen:
+        routed = _on_decode_kernel(q, k, v, checked.scale, return_lse, checked.strides)
+        if routed is not None:
+            return routed
+    return op.launch_checked(q, k, v, checked, return_lse)
 
 
 def _on_decode_kernel(q, k, v, scale, return_lse, strides):

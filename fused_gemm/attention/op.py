@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import operator
 import types
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -64,6 +64,24 @@ def _cu_seqlens(name: str, t, batch: Optional[int], dev: int) -> int:
     return t.data_ptr()
 
 
+class Checked(NamedTuple):
+    """What AttentionOp.check accepted: the problem's sizes, the cu_seqlens pointers (0: fixed length),
+    the scale, and q's, k's and v's (batch, token, head) strides in elements."""
+    dev: int
+    varlen: bool
+    batch: int
+    hq: int
+    hkv: int
+    max_q: int
+    max_k: int
+    total_q: int
+    total_k: int
+    cu_q: int
+    cu_k: int
+    scale: float
+    strides: Tuple[Tuple[int, int, int], ...]
+
+
 class AttentionOp(KernelOp):
     """A compiled attention kernel: ``op(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     max_seqlen_k, return_lse)`` -> (o, lse or None)."""
@@ -81,10 +99,15 @@ class AttentionOp(KernelOp):
                         check_lengths)
 
     def run(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
-            check_lengths=False, short=None):
-        """``short``: fused_gemm.attention's route for short fixed-length sequences, called once the
-        arguments are checked, with (q, k, v, scale, return_lse, (batch, row, head) strides of q, k, v);
-        what it returns (o, lse) is the result, unless None."""
+            check_lengths=False):
+        """Validate, then launch on q's device's current stream: (o, lse or None)."""
+        checked = self.check(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
+        return self.launch_checked(q, k, v, checked, return_lse)
+
+    def check(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              check_lengths=False) -> "Checked":
+        """The one validation path of the attention ops: every argument, before anything is launched
+        (fused_gemm.attention's short route launches the decode kernel with what this returns)."""
         spec = self.spec
         checks.tensor("q", q, self._dtype, None)
         dev = q.get_device()
@@ -151,12 +174,15 @@ class AttentionOp(KernelOp):
         q_row, q_batch, q_head = _strides("q", q, self._size)
         k_row, k_batch, k_head = _strides("k", k, self._size)
         v_row, v_batch, v_head = _strides("v", v, self._size)
-        if short is not None and not varlen:
-            routed = short(q, k, v, scale, return_lse, ((q_batch, q_row, q_head), (k_batch, k_row, k_head),
-                                                        (v_batch, v_row, v_head)))
-            if routed is not None:
-                return routed
+        return Checked(dev, varlen, batch, hq, hkv, max_q, max_k, total_q, total_k, cu_q, cu_k, scale,
+                       ((q_batch, q_row, q_head), (k_batch, k_row, k_head), (v_batch, v_row, v_head)))
 
+    def launch_checked(self, q, k, v, c: "Checked", return_lse):
+        """Launch on what check() accepted: (o, lse or None)."""
+        spec, dev, varlen, batch, hq, hkv = self.spec, c.dev, c.varlen, c.batch, c.hq, c.hkv
+        max_q, max_k, total_q, total_k, D = c.max_q, c.max_k, c.total_q, c.total_k, spec.head_dim
+        cu_q, cu_k = c.cu_q, c.cu_k
+        (q_batch, q_row, q_head), (k_batch, k_row, k_head), (v_batch, v_row, v_head) = c.strides
         o = self.new_output(tuple(q.shape), self._dtype, dev)
         o_row, o_batch, o_head = _strides("o", o, self._size)
         if spec.arch == "sm80":   # example 41 offsets rows inside one sequence in 32 bits
@@ -185,7 +211,7 @@ class AttentionOp(KernelOp):
         problem = self._pack(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0 if lse is None else lse.data_ptr(),
                              q_row, q_batch, q_head, k_row, k_batch, k_head, v_row, v_batch, v_head,
                              o_row, o_batch, o_head, lse_batch, lse_head, cu_q, cu_k, batch, hq, hkv, D,
-                             max_q, max_k, total_q, total_k, scale, 0, dev, 0,
+                             max_q, max_k, total_q, total_k, c.scale, 0, dev, 0,
                              0 if workspace is None else workspace.data_ptr(), ws_bytes, raw_stream(dev))
         self.launch(problem, dev, max_q, max_k, D)
         return o, lse

@@ -18,7 +18,7 @@ def _ints(text: str) -> List[int]:
 
 def _dtype(name: str):
     import torch
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn}[name]
 
 
 def _results_dir(arg) -> Path:
@@ -53,22 +53,43 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def tune_shapes(op: str, presets) -> List[tuple]:
+    """(N, K) per weight the op tunes: every linear weight of the presets, or (gated) each model's packed
+    gate/up weight [2I, K] (custom:NxK presets name it directly)."""
+    from .models import MODELS, layers, unique_shapes
+    if op != "gated":
+        return [(n, k) for _, n, k in unique_shapes(presets)]
+    shapes = []
+    for p in presets:
+        if p in MODELS:
+            i, h = MODELS[p].mlp()
+            shapes.append((2 * i, h))
+        else:
+            shapes += [(n, k) for _, n, k in layers(p)]
+    return list(dict.fromkeys(shapes))
+
+
 def cmd_tune(args) -> int:
-    from .models import unique_shapes
-    from .tune import tune, write, write_measurements
-    shapes = [(n, k) for _, n, k in unique_shapes(args.preset or _DEFAULT_TUNE_PRESETS)]
-    raw = _results_dir(args.results) / f"tune_{args.dtype}.measurements.json"
-    table, cells = tune(shapes, _ints(args.m) if args.m else M_VALUES, _dtype(args.dtype), minimal=args.minimal,
+    from .tune import WORKLOADS, tune, write, write_measurements
+    work = WORKLOADS[args.op]
+    if args.op == "fp8" and args.dtype != "bf16":
+        raise SystemExit("--op fp8 tunes e4m3 operands; --dtype is for linear and gated")
+    dtype = _dtype("e4m3" if args.op == "fp8" else args.dtype)
+    default_ms = [m for m in M_VALUES if work.candidates(m, dtype)]
+    shapes = tune_shapes(args.op, args.preset or _DEFAULT_TUNE_PRESETS)
+    stem = args.dtype if args.op == "linear" else f"{args.op}_{work.table_dtype(dtype)}"
+    raw = _results_dir(args.results) / f"tune_{stem}.measurements.json"
+    table, cells = tune(shapes, _ints(args.m) if args.m else default_ms, dtype, minimal=args.minimal,
                         tolerance=args.tolerance, build=not args.no_build, jobs=args.jobs, progress=not args.quiet,
-                        on_measured=lambda cells: write_measurements(cells, raw))
+                        on_measured=lambda cells: write_measurements(cells, raw), op=args.op)
     path = write(table, args.out)
     for c in cells:
         if c.final is None:
             print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} no entry (no candidate passed): the heuristic serves it")
             continue
         (name, launch), speedup = c.final
-        print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} {speedup:6.3f}x torch.mm  {name} {launch}")
-    print(f"{len(cells)} cells, {table.meta['kernels']} kernels -> {path}")
+        print(f"N={c.n:<6} K={c.k:<6} M={c.m:<6} {speedup:6.3f}x {work.baseline_name}  {name} {launch}")
+    print(f"{args.op}: {len(cells)} cells, {table.meta['kernels']} kernels -> {path}")
     return 0
 
 
@@ -93,9 +114,13 @@ def add_commands(sub) -> None:
     p.add_argument("csv")
     p.set_defaults(func=cmd_plot)
     p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
+    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8"),
+                   help="linear (bias+gelu_tanh vs torch.mm), gated (SwiGLU on the packed [2I, K] weight vs "
+                        "torch.mm on it) or fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm)")
     p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)}")
-    p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: all)")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: "
+                               "every one the op has candidates for; fp8 from 1024)")
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="16-bit ops' dtype")
     p.add_argument("--minimal", action="store_true", help="fewest kernels within --tolerance of the best per shape")
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--out", help="table file (default: the package's table for this GPU; entries are merged)")

@@ -177,8 +177,10 @@ def gated_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "silu
         return rel_error(out, eager_fn(x.double(), wg.double(), wu.double()))
 
     ours = [(lambda s=s: fused_gemm.gated_linear(s[0], s[3], activation=epilogue)) for s in sets]
+    from ..gated.api import select as gated_select
+    op, launch = gated_select(sets[0][0], None, None, epilogue, None, dtype, m, 2 * n, k)
     return Case(ours, baselines, 4.0 * m * n * k, 2.0 * (m * k + 2 * n * k + m * n), 4.0 * n * k, check,
-                kernel="gated")
+                kernel=f"{op.spec.config.name} {_launch_name(launch)}")
 
 
 # -- fp8 W8A8 (per-token x per-channel scales) ---------------------------------------------------------
@@ -211,8 +213,11 @@ def fp8_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "row_sc
         ref = (xq.double() * xs.double()[:, None]) @ (wq.double() * ws.double()[:, None]).T
         return rel_error(out, ref)
 
+    from ..quant.fp8 import select as fp8_select
+    op, launch = fp8_select(sets[0][2], False, False, None, None, None, torch.bfloat16, False, m, n, k)
+    promo = f"_promo{op.spec.promotion}"
     return Case(ours, baselines, 2.0 * m * n * k, m * k + n * k + 2.0 * m * n, 1.0 * n * k, check,
-                kernel="fp8 precise", extra={"baseline": "scaled_mm"})
+                kernel=f"{op.spec.config.name}{promo} {_launch_name(launch)}", extra={"baseline": "scaled_mm"})
 
 
 # -- int4 W4A16 (g = 128, symmetric) ---------------------------------------------------------------------

@@ -1,15 +1,18 @@
-"""`fused-gemm tune`: time candidate kernels per (dtype, N, K, M bucket) and write the winners to the
+"""`fused-gemm tune`: time candidate kernels per (op, dtype, N, K, M bucket) and write the winners to the
 GPU's tuned table (data: ``fused_gemm/generator/gemm/tuned/<gpu>.json``).
 
-Per cell, three passes, each interleaved with torch.mm on the same rotated inputs (ratios are taken
-per repetition, so clock drift cancels):
-  1. every candidate tile config with its first launch option;
-  2. every launch option of the best three configs;
+Ops (Workload subclasses, one each): ``linear`` (bias + gelu_tanh, against torch.mm), ``gated``
+(gated_linear's SwiGLU on the packed [2I, K] weight, against torch.mm on that weight) and ``fp8``
+(fp8_linear with row x column scales and fp32 promotion, against torch._scaled_mm with the same scales).
+Per cell, three passes, each interleaved with the op's baseline on the same rotated inputs (ratios are
+taken per repetition, so clock drift cancels):
+  1. every candidate kernel with its first launch option;
+  2. every launch option of the best three kernels;
   3. after the choice (per cell, or across cells with ``minimal``), the pick and the runner-up are
      timed again with more repetitions, so that the table does not record noise, and the winner's
      output is checked against float64 before it is written.
-``minimal`` picks the fewest tile configs (kernels to build, per epilogue) such that every cell has
-one within ``tolerance`` of its best measured variant, then each cell's best among those.
+``minimal`` picks the fewest kernels (per op and epilogue) such that every cell has one within
+``tolerance`` of its best measured variant, then each cell's best among those.
 """
 from __future__ import annotations
 
@@ -23,24 +26,21 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .. import jit
-from ..generator import GemmSpec, LaunchOptions, build_many
+from ..generator import GemmSpec, LaunchOptions, SpecError, build_many
+from ..generator.gated import GatedSpec, heuristics as gated_heuristics
 from ..generator.gemm import tuned, tuning_space
-from ..generator.gemm.spec import config_from_name
+from ..generator.gemm.spec import Epilogue, TileConfig
 from ..generator.gemm.tuned import Entry, TunedTable
 from . import environment
 from .ops import TOLERANCE, rel_error
 from .sweep import timed_in_graph
 from .timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
-TUNE_EPILOGUE = "bias+gelu_tanh"   # what the tables are tuned with; the tiling serves every epilogue
-Variant = Tuple[str, LaunchOptions]   # (tile config name, launch options)
-GROUP = 3                             # variants timed together with torch.mm (see Cells.time)
-
-
-def candidate_specs(dtype: str, ms: Sequence[int], arch: str = "sm90a") -> List[GemmSpec]:
-    """Every kernel the tuner may time for these M values (what `fused-gemm tune --build` builds)."""
-    configs = dict.fromkeys(c.config for m in ms for c in tuning_space.candidates(arch, dtype, m))
-    return [GemmSpec(dtype, epilogue=TUNE_EPILOGUE, config=c, arch=arch) for c in configs]
+TUNE_EPILOGUE = "bias+gelu_tanh"   # what the linear tables are tuned with; the tiling serves every epilogue
+Variant = Tuple[str, LaunchOptions]   # (kernel name: tuning_space.Candidate.name, launch options)
+GROUP = 3                             # variants timed together with the baseline (see Workload.time)
+_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+FP8 = torch.float8_e4m3fn
 
 
 @dataclass
@@ -48,42 +48,78 @@ class Cell:
     n: int
     k: int
     m: int
-    times: Dict[Variant, float] = field(default_factory=dict)   # ours / torch.mm, per variant timed
-    final: Optional[Tuple[Variant, float]] = None               # (variant, torch.mm / ours) after pass 3
+    times: Dict[Variant, float] = field(default_factory=dict)   # ours / baseline, per variant timed
+    final: Optional[Tuple[Variant, float]] = None               # (variant, baseline / ours) after pass 3
 
     def best(self, allowed: Optional[set] = None) -> Optional[Variant]:
         pool = [(t, v) for v, t in self.times.items() if allowed is None or v[0] in allowed]
         return min(pool, key=lambda p: p[0])[1] if pool else None
 
 
-class Cells:
-    """The inputs of one (N, K, M) cell and the calls of each variant on them."""
+class Workload:
+    """One op's inputs for one (N, K, M) cell, the calls of each candidate kernel on them, and the
+    baseline's.  Subclasses name the op, its candidates and specs, and how to call and check it."""
+    op = "linear"
+    baseline_name = "torch.mm"
 
     def __init__(self, dtype: torch.dtype, n: int, k: int, m: int):
         self.dtype, self.n, self.k, self.m = dtype, n, k, m
-        per_set = 2 * (m * k + n * k + n + m * n)
-        self.sets = [self._make() for _ in range(rotation_count(per_set))]
+        self.sets = [self.make() for _ in range(rotation_count(self.set_bytes()))]
         self.ops: Dict[str, object] = {}
+        self._candidates = {c.name: c for c in self.candidates(m)}
 
-    def _make(self):
-        x = torch.randn(self.m, self.k, dtype=self.dtype, device="cuda")
-        w = torch.randn(self.n, self.k, dtype=self.dtype, device="cuda") / self.k ** 0.5
-        b = torch.randn(self.n, dtype=self.dtype, device="cuda")
-        return x, w, b
+    # -- what a subclass defines --------------------------------------------------------------------
+    @classmethod
+    def table_dtype(cls, dtype: torch.dtype) -> str:
+        return _DTYPE[dtype]
 
-    def op(self, config_name: str):
-        if config_name not in self.ops:
-            spec = GemmSpec(_DTYPE[self.dtype], epilogue=TUNE_EPILOGUE, config=config_from_name(config_name))
-            self.ops[config_name] = jit.compile(spec)
-        return self.ops[config_name]
+    @classmethod
+    def candidates(cls, m: int, dtype: torch.dtype = torch.bfloat16) -> Tuple[tuning_space.Candidate, ...]:
+        raise NotImplementedError
+
+    @classmethod
+    def spec(cls, candidate: tuning_space.Candidate, dtype: torch.dtype):
+        raise NotImplementedError
+
+    def set_bytes(self) -> int:
+        raise NotImplementedError
+
+    def make(self):
+        raise NotImplementedError
+
+    def call(self, op, s, launch):
+        raise NotImplementedError
+
+    def baseline_call(self, s):
+        raise NotImplementedError
+
+    def error(self, variant: Variant) -> float:
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------------------
+    @classmethod
+    def candidate_specs(cls, dtype: torch.dtype, ms: Sequence[int]) -> list:
+        """Every kernel the tuner may time for these M values (what `fused-gemm tune` builds first)."""
+        names = dict.fromkeys(c.name for m in ms for c in cls.candidates(m, dtype))
+        by_name = {c.name: c for m in ms for c in cls.candidates(m, dtype)}
+        return [cls.spec(by_name[name], dtype) for name in names]
+
+    def op_for(self, name: str):
+        if name not in self.ops:
+            self.ops[name] = jit.compile(self.spec(self._candidates[name], self.dtype))
+        return self.ops[name]
+
+    def launches(self, name: str) -> Tuple[LaunchOptions, ...]:
+        return self._candidates[name].launches
+
+    def entry(self, variant: Variant, speedup: float) -> Entry:
+        c = self._candidates[variant[0]]
+        return Entry(self.table_dtype(self.dtype), self.n, self.k, self.m, c.config, variant[1], speedup, self.op,
+                     c.promotion)
 
     def calls(self, variant: Variant):
-        op, launch = self.op(variant[0]), variant[1]
-        return [(lambda s=s: op.run(s[0], s[1], s[2], None, None, None, 1.0, 1.0, None, None, launch))
-                for s in self.sets]
-
-    def mm(self):
-        return [(lambda s=s: torch.mm(s[0], s[1].t())) for s in self.sets]
+        op, launch = self.op_for(variant[0]), variant[1]
+        return [(lambda s=s: self.call(op, s, launch)) for s in self.sets]
 
     def runnable(self, variant: Variant) -> bool:
         try:
@@ -95,7 +131,7 @@ class Cells:
             return False
 
     def time(self, variants: Sequence[Variant], reps: int) -> Dict[Variant, float]:
-        """ours / torch.mm per variant, timed in small groups, each interleaved with torch.mm: a group
+        """ours / baseline per variant, timed in small groups, each interleaved with the baseline: a group
         of two dozen variants let torch.mm's share of the run (and so its clocks and L2 state) drift
         from what it sees alone, and read up to 15% optimistic on an H100 against pairs and graphs."""
         out: Dict[Variant, float] = {}
@@ -107,34 +143,159 @@ class Cells:
         graph = timed_in_graph(self.m, 2.0 * self.m * self.n * self.k)
         names = {f"v{i}": v for i, v in enumerate(variants)}
         calls = {name: self.calls(v) for name, v in names.items()}
-        calls["mm"] = self.mm()
+        calls["base"] = [(lambda s=s: self.baseline_call(s)) for s in self.sets]
         big = 2.0 * self.m * self.n * self.k > 2e11
         samples = time_samples(calls, graph=graph, reps=reps, min_calls=32 if graph else (4 if big else 16))
-        ratios = paired_ratios(samples, "mm")
+        ratios = paired_ratios(samples, "base")
         return {v: ratios[name] for name, v in names.items()}
 
-    def error(self, variant: Variant) -> float:
+
+class LinearWork(Workload):
+    """linear(bias, gelu_tanh) against torch.mm (no epilogue)."""
+
+    @classmethod
+    def candidates(cls, m, dtype=torch.bfloat16):
+        return tuning_space.candidates("sm90a", _DTYPE[dtype], m)
+
+    @classmethod
+    def spec(cls, candidate, dtype):
+        return GemmSpec(_DTYPE[dtype], epilogue=TUNE_EPILOGUE, config=candidate.config)
+
+    def set_bytes(self):
+        return 2 * (self.m * self.k + self.n * self.k + self.n + self.m * self.n)
+
+    def make(self):
+        x = torch.randn(self.m, self.k, dtype=self.dtype, device="cuda")
+        w = torch.randn(self.n, self.k, dtype=self.dtype, device="cuda") / self.k ** 0.5
+        b = torch.randn(self.n, dtype=self.dtype, device="cuda")
+        return x, w, b
+
+    def call(self, op, s, launch):
+        return op.run(s[0], s[1], s[2], None, None, None, 1.0, 1.0, None, None, launch)
+
+    def baseline_call(self, s):
+        return torch.mm(s[0], s[1].t())
+
+    def error(self, variant):
         import torch.nn.functional as F
-        x, w, b = self._make()
+        x, w, b = self.make()
         out = torch.full((self.m, self.n), float("nan"), dtype=self.dtype, device="cuda")
-        self.op(variant[0]).run(x, w, b, None, None, None, 1.0, 1.0, None, out, variant[1])
+        self.op_for(variant[0]).run(x, w, b, None, None, None, 1.0, 1.0, None, out, variant[1])
         ref = F.gelu(F.linear(x.double(), w.double(), b.double()), approximate="tanh")
         return rel_error(out, ref)
 
 
-_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+class GatedWork(Workload):
+    """gated_linear (SwiGLU, no bias) on the packed [2I, K] weight (N = 2I) against torch.mm on that
+    weight: the GEMM alone, as linear's tables are tuned against it.  Candidates: linear's tiles that
+    the pair epilogue takes (persistent scheduler, registers-to-global stores)."""
+    op = "gated"
+
+    @classmethod
+    def candidates(cls, m, dtype=torch.bfloat16):
+        out = []
+        for c in tuning_space.candidates("sm90a", _DTYPE[dtype], m):
+            try:
+                cls.spec(c, dtype)
+            except (SpecError, AttributeError):   # a tile the pair epilogue cannot run, or a decode kernel
+                continue
+            out.append(c)
+        return tuple(out)
+
+    @classmethod
+    def spec(cls, candidate, dtype):
+        return GatedSpec(_DTYPE[dtype], activation="silu", config=candidate.config,
+                         vector_store=gated_heuristics.vector_store(candidate.config))
+
+    def set_bytes(self):
+        return 2 * (self.m * self.k + self.n * self.k + self.m * self.n // 2)
+
+    def make(self):
+        x = torch.randn(self.m, self.k, dtype=self.dtype, device="cuda")
+        w = torch.randn(self.n, self.k, dtype=self.dtype, device="cuda") / self.k ** 0.5
+        return x, w
+
+    def call(self, op, s, launch):
+        return op.run(s[0], s[1], None, None, None, 1.0, 1.0, None, None, launch)
+
+    def baseline_call(self, s):
+        return torch.mm(s[0], s[1].t())
+
+    def error(self, variant):
+        import torch.nn.functional as F
+        from ..gated.op import pack_gate_up
+        x = torch.randn(self.m, self.k, dtype=self.dtype, device="cuda")
+        wg, wu = (torch.randn(self.n // 2, self.k, dtype=self.dtype, device="cuda") / self.k ** 0.5 for _ in range(2))
+        out = torch.full((self.m, self.n // 2), float("nan"), dtype=self.dtype, device="cuda")
+        self.op_for(variant[0]).run(x, pack_gate_up(wg, wu), None, None, None, 1.0, 1.0, None, out, variant[1])
+        ref = F.silu(x.double() @ wg.double().t()) * (x.double() @ wu.double().t())
+        return rel_error(out, ref)
 
 
-def measure(cell: Cell, dtype: torch.dtype, arch: str = "sm90a") -> None:
+class Fp8Work(Workload):
+    """fp8_linear (e4m3, per-token x per-channel scales, bf16 out, fp32 promotion) against
+    torch._scaled_mm with the same scales and its default (not fast) accumulation."""
+    op = "fp8"
+    baseline_name = "torch._scaled_mm"
+
+    @classmethod
+    def table_dtype(cls, dtype):
+        return "e4m3"
+
+    @classmethod
+    def candidates(cls, m, dtype=FP8):
+        return tuning_space.candidates("sm90a", "e4m3", m)
+
+    @classmethod
+    def spec(cls, candidate, dtype):
+        return GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
+                        config=candidate.config, promotion=candidate.promotion)
+
+    def set_bytes(self):
+        return self.m * self.k + self.n * self.k + 2 * self.m * self.n + 4 * (self.m + self.n)
+
+    def make(self):
+        x = torch.randn(self.m, self.k, device="cuda").to(FP8)
+        w = torch.randn(self.n, self.k, device="cuda").to(FP8)
+        xs = torch.rand(self.m, 1, device="cuda") + 0.5
+        ws = torch.rand(1, self.n, device="cuda") + 0.5
+        return x, w, xs, ws
+
+    def call(self, op, s, launch):
+        return op.run(s[0], s[1], None, None, s[2].view(-1), s[3].view(-1), 1.0, 1.0, None, None, launch)
+
+    def baseline_call(self, s):
+        return torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16)
+
+    def error(self, variant):
+        x, w, xs, ws = self.make()
+        out = torch.full((self.m, self.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        self.op_for(variant[0]).run(x, w, None, None, xs.view(-1), ws.view(-1), 1.0, 1.0, None, out, variant[1])
+        ref = (x.double() @ w.double().t()) * xs.double() * ws.double()
+        return rel_error(out, ref)
+
+
+WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work)}
+assert tuple(WORKLOADS) == tuned.OPS
+
+
+def candidate_specs(dtype: str, ms: Sequence[int], op: str = "linear") -> list:
+    """Every kernel the tuner may time for these M values (what `fused-gemm tune --build` builds)."""
+    return WORKLOADS[op].candidate_specs(_TORCH[dtype], ms)
+
+
+_TORCH = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": FP8}
+
+
+def measure(cell: Cell, work: type, dtype: torch.dtype) -> None:
     """Passes 1 and 2: fills cell.times."""
-    io = Cells(dtype, cell.n, cell.k, cell.m)
-    cands = tuning_space.candidates(arch, _DTYPE[dtype], cell.m)
-    first = [v for v in ((c.config.name, c.launches[0]) for c in cands) if io.runnable(v)]
+    io = work(dtype, cell.n, cell.k, cell.m)
+    cands = work.candidates(cell.m, dtype)
+    first = [v for v in ((c.name, c.launches[0]) for c in cands) if io.runnable(v)]
     times = io.time(first, reps=5)
     cell.times.update(times)
     top = sorted(first, key=lambda v: times[v])[:3]
-    launches = {c.config.name: c.launches for c in cands}
-    second = [v for v in ((name, launch) for name, _ in top for launch in launches[name]) if io.runnable(v)]
+    second = [v for v in ((name, launch) for name, _ in top for launch in io.launches(name)) if io.runnable(v)]
     times = io.time(second, reps=7)
     cell.times.update(times)   # pass 2 re-times the top configs' first launches too: keep the later
 
@@ -159,38 +320,41 @@ def minimal_configs(cells: Sequence[Cell], tolerance: float) -> List[str]:
     return chosen
 
 
-def confirm(cell: Cell, dtype: torch.dtype, allowed: Optional[set]) -> None:
+def confirm(cell: Cell, work: type, dtype: torch.dtype, allowed: Optional[set]) -> Optional[Entry]:
     """Pass 3: the pick and the runner-up again, with more repetitions; the winner checked against
     float64 (then the rest, in measured order, if both fail).  A cell where nothing passes keeps no
-    entry (the heuristic serves it) and says so."""
-    io = Cells(dtype, cell.n, cell.k, cell.m)
+    entry (the heuristic serves it) and says so.  Returns the cell's table entry."""
+    io = work(dtype, cell.n, cell.k, cell.m)
     ranked = [v for _, v in sorted(((t, v) for v, t in cell.times.items() if allowed is None or v[0] in allowed),
                                    key=lambda p: p[0])]
     times = io.time(ranked[:2], reps=15) if ranked else {}
     order = sorted(ranked[:2], key=lambda v: times[v]) + ranked[2:]
-    tol = TOLERANCE[dtype]
+    tol = TOLERANCE[torch.bfloat16 if dtype is FP8 else dtype]   # fp8: its bf16 output's rounding
     for variant in order:
         err = io.error(variant)
         if err <= tol:
             cell.final = (variant, 1.0 / times.get(variant, cell.times[variant]))
-            return
+            return io.entry(variant, cell.final[1])
         print(f"  {variant[0]} {variant[1]} fails the float64 check at {cell.n}x{cell.k} M={cell.m}: {err:.2e}",
               file=sys.stderr)
     print(f"  no candidate passed at N={cell.n} K={cell.k} M={cell.m}: left to the heuristic", file=sys.stderr)
+    return None
 
 
 def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtype = torch.bfloat16,
          minimal: bool = False, tolerance: float = 0.02, build: bool = True, jobs: Optional[int] = None,
-         progress: bool = True, on_measured: Optional[Callable[[Sequence[Cell]], None]] = None
+         progress: bool = True, on_measured: Optional[Callable[[Sequence[Cell]], None]] = None, op: str = "linear"
          ) -> Tuple[TunedTable, List[Cell]]:
     """``on_measured(cells)`` runs after passes 1-2 and again at the end (the CLI saves the raw
-    timings there, so an interrupted or failed pass 3 loses nothing)."""
-    bad = [m for m in ms if m not in tuned.M_BUCKETS]
+    timings there, so an interrupted or failed pass 3 loses nothing).  ``op`` is one of WORKLOADS;
+    fp8 takes dtype torch.float8_e4m3fn and M buckets from 1024 (its decode rows are the heuristic's)."""
+    work = WORKLOADS[op]
+    bad = [m for m in ms if m not in tuned.M_BUCKETS or not work.candidates(m, dtype)]
     if bad:
-        raise ValueError(f"M values {bad} are not buckets of the tuned tables {tuned.M_BUCKETS}")
-    dname = _DTYPE[dtype]
+        raise ValueError(f"M values {bad} are not buckets of the tuned tables {tuned.M_BUCKETS} that {op} has "
+                         "candidates for")
     if build:
-        build_many(candidate_specs(dname, ms), jobs=jobs, progress=progress)
+        build_many(work.candidate_specs(dtype, ms), jobs=jobs, progress=progress)
     warm_gpu()
     cells = [Cell(n, k, m) for n, k in shapes for m in ms]
     started = time.monotonic()
@@ -199,37 +363,44 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
             sys.stderr.write(f"\r[{i + 1}/{len(cells)}] {time.monotonic() - started:5.0f}s  "
                              f"N={cell.n} K={cell.k} M={cell.m}          ")
             sys.stderr.flush()
-        measure(cell, dtype)
+        measure(cell, work, dtype)
         torch.cuda.empty_cache()
     if on_measured:
         on_measured(cells)
     allowed = set(minimal_configs(cells, tolerance)) if minimal else None
+    entries = []
     for cell in cells:
-        confirm(cell, dtype, allowed)
+        entry = confirm(cell, work, dtype, allowed)
+        if entry is not None:
+            entries.append(entry)
         torch.cuda.empty_cache()
     if progress:
         sys.stderr.write("\n")
     if on_measured:
         on_measured(cells)
-    done = [c for c in cells if c.final is not None]
     env = environment.describe()
     meta = {"measured": env["date"], "gpu": env["gpu"], "driver": env.get("driver"), "torch": env["torch"],
-            "epilogue": TUNE_EPILOGUE, "minimal": minimal, "tolerance": tolerance,
-            "kernels": len({c.final[0][0] for c in done})}
-    entries = tuple(Entry(dname, c.n, c.k, c.m, config_from_name(c.final[0][0]), c.final[0][1], c.final[1])
-                    for c in done)
-    return TunedTable(environment.gpu_slug(), meta, entries), cells
+            "epilogue": TUNE_EPILOGUE if op == "linear" else op, "baseline": work.baseline_name,
+            "minimal": minimal, "tolerance": tolerance, "kernels": len({e.config.name for e in entries})}
+    return TunedTable(environment.gpu_slug(), {"op": op, **meta}, tuple(entries)), cells
 
 
 def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
     """New entries replace old ones of the same (dtype, N, K, M); the rest of the old table stays."""
     if old is None:
         return new
-    keys = {(e.dtype, e.n, e.k, e.m) for e in new.entries}
-    kept = tuple(e for e in old.entries if (e.dtype, e.n, e.k, e.m) not in keys)
+    keys = {e.key for e in new.entries}
+    kept = tuple(e for e in old.entries if e.key not in keys)
     entries = kept + new.entries
-    # The meta describes the last run; the kernel count is the merged table's (what an AOT set builds).
-    meta = {**new.meta, "kernels": len({e.config.name for e in entries}), "cells_in_last_run": len(new.entries)}
+    # The top-level meta describes the last linear run, and the kernel count is the merged table's (what an
+    # AOT set builds); another op's last run is described under its own name.
+    op = new.meta.get("op", "linear")
+    run = {k: v for k, v in new.meta.items() if k != "op"}
+    if op == "linear":
+        meta = {**old.meta, **run, "cells_in_last_run": len(new.entries)}
+    else:
+        meta = {**old.meta, op: {**run, "cells_in_last_run": len(new.entries)}}
+    meta["kernels"] = len({e.config.name for e in entries})
     return TunedTable(new.gpu, meta, entries)
 
 
@@ -244,13 +415,17 @@ def write(table: TunedTable, path: Optional[Path] = None) -> Path:
     from ..rope import api as rope_api
     linear._selection.clear()
     rope_api._selection.clear()
+    from ..gated import api as gated_api
+    from ..quant import fp8 as fp8_api
+    gated_api._selection.clear()
+    fp8_api._selection.clear()
     return path
 
 
 def write_measurements(cells: Sequence[Cell], path: Path) -> None:
     """Every variant's measured time over torch.mm, for a later look at what the tuner saw."""
     raw = [{"n": c.n, "k": c.k, "m": c.m, "final": [c.final[0][0], str(c.final[0][1]), c.final[1]] if c.final else None,
-            "ours_over_mm": {f"{v[0]} {v[1]}": round(t, 4) for v, t in sorted(c.times.items(), key=lambda p: p[1])}}
+            "ours_over_baseline": {f"{v[0]} {v[1]}": round(t, 4) for v, t in sorted(c.times.items(), key=lambda p: p[1])}}
            for c in cells]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(raw, indent=1))

@@ -17,8 +17,10 @@ from .. import checks, jit
 from ..generator import LaunchOptions
 from ..generator.gated import GatedSpec
 from ..generator.gated import heuristics
+from ..generator.gemm import tuned
 from ..generator.gemm.spec import ACTIVATIONS
 from ..generator.gemm.tuned import gpu_key
+from ..gemm.linear import tuned_tables_enabled
 from ..kernel_op import dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import GatedOp, pack_gate_up
@@ -27,20 +29,25 @@ Tensor = torch.Tensor
 _selection = jit.Selection("gated_linear")
 
 
-def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int) -> Tuple[GatedOp, LaunchOptions]:
-    """The op (and launch options) for this call's dtypes, epilogue and M row of the table; memoised."""
+def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int, n: int = -1,
+           k: int = -1) -> Tuple[GatedOp, LaunchOptions]:
+    """The op (and launch options) for this call's dtypes, epilogue, packed weight shape [n = 2I, k]
+    and M; memoised.  The GPU's tuned table (`fused-gemm tune --op gated`) serves the shapes it has,
+    the heuristic table the rest."""
     bias = bias_gate if bias_gate is not None else bias_up
     for arg, t in (("x", x), ("bias_gate", bias_gate), ("bias_up", bias_up), ("residual", residual)):
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{arg} must be a torch.Tensor, got {type(t).__name__}")
     row = heuristics.row_index("sm90a", m)
     key = (x.dtype, activation, None if bias is None else bias.dtype, None if residual is None else residual.dtype,
-           out_dtype, row, x.get_device())
+           out_dtype, row, tuned.bucket_of(m), n, k, x.get_device())
 
     def choose():
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
-        rule = heuristics.rule_for("sm90a", gpu_key(torch.cuda.get_device_name(x.device)), row)
+        gpu = gpu_key(torch.cuda.get_device_name(x.device))
+        rule = tuned.rule_for(gpu, dtype_name("x", x.dtype), n, k, m, "gated") if tuned_tables_enabled() else None
+        rule = rule or heuristics.rule_for("sm90a", gpu, row)
         spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
                          residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),
                          residual_dtype=dtype_name("residual", key[3]), config=rule.config,
@@ -57,7 +64,8 @@ def _gated(x, weight, bias_gate, bias_up, activation, residual, alpha, beta, out
     if out is not None and not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
     out_dtype = checks.output_dtype(out, out_dtype, x.dtype)
-    op, launch = select(x, bias_gate, bias_up, activation, residual, out_dtype, x.shape[:-1].numel())
+    n, k = weight.shape if isinstance(weight, Tensor) and weight.dim() == 2 else (-1, -1)   # run() says what is wrong
+    op, launch = select(x, bias_gate, bias_up, activation, residual, out_dtype, x.shape[:-1].numel(), n, k)
     return op.run(x, weight, bias_gate, bias_up, residual, alpha, beta, None, out, launch)
 
 

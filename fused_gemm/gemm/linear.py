@@ -61,7 +61,7 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
 
 
 def tuned_tables_enabled() -> bool:
-    """FUSED_GEMM_TUNED=0 makes linear ignore the shipped per-GPU tables (the heuristic decides)."""
+    """FUSED_GEMM_TUNED=0 makes every op ignore the shipped per-GPU tables (the heuristics decide)."""
     return os.environ.get("FUSED_GEMM_TUNED", "1") not in ("0", "")
 
 

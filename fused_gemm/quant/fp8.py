@@ -27,8 +27,10 @@ import torch
 
 from .. import checks, jit
 from ..generator import Epilogue, GemmSpec, LaunchOptions, QuantSpec, SpecError
+from ..generator.gemm import tuned
 from ..generator.gemm.heuristics import FP8_RULES, first_row
 from ..generator.gemm.spec import ACTIVATIONS
+from ..gemm.linear import tuned_tables_enabled
 from ..gemm.op import GemmOp
 from ..kernel_op import DTYPE_NAMES, dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
@@ -121,12 +123,15 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
 
 
 def select(x, x_per_tensor: bool, w_per_tensor: bool, bias, activation, residual, out_dtype,
-           use_fast_accum: bool, m: int) -> Tuple[GemmOp, LaunchOptions]:
-    """The fp8 GEMM (and launch options) for this call's scales, epilogue and M bucket; memoised."""
+           use_fast_accum: bool, m: int, n: int = -1, k: int = -1) -> Tuple[GemmOp, LaunchOptions]:
+    """The fp8 GEMM (and launch options) for this call's scales, epilogue, weight shape [n, k] and M;
+    memoised.  Without fast accumulation the GPU's tuned table (`fused-gemm tune --op fp8`) serves the
+    shapes and M buckets it has, FP8_RULES the rest."""
     row = first_row(FP8_RULES[use_fast_accum], m)
     try:
         key = (x.dtype, x_per_tensor, w_per_tensor, None if bias is None else bias.dtype, activation,
-               None if residual is None else residual.dtype, out_dtype, use_fast_accum, row)
+               None if residual is None else residual.dtype, out_dtype, use_fast_accum, row, tuned.bucket_of(m),
+               n, k, x.get_device())
     except AttributeError:   # a non-tensor argument: say which
         for name, t in (("bias", bias), ("residual", residual)):
             if t is not None and not isinstance(t, Tensor):
@@ -139,7 +144,7 @@ def select(x, x_per_tensor: bool, w_per_tensor: bool, bias, activation, residual
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
-    dtype, x_per_tensor, w_per_tensor, bias_dtype, activation, residual_dtype, out_dtype, fast, row = key
+    dtype, x_per_tensor, w_per_tensor, bias_dtype, activation, residual_dtype, out_dtype, fast, row, _, n, k, _ = key
     if x.get_device() < 0:   # before anything is built for it
         raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
     if dtype is not FP8:
@@ -152,7 +157,10 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         epilogue = Epilogue(row_scale=not x_per_tensor, a_scale=x_per_tensor, col_scale=not w_per_tensor,
                             b_scale=w_per_tensor, bias=bias_dtype is not None, activation=act,
                             residual=residual_dtype is not None)
-        rule = FP8_RULES[fast][row]
+        rule = None
+        if not fast and tuned_tables_enabled():
+            rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k, m, "fp8")
+        rule = rule or FP8_RULES[fast][row]
         spec = GemmSpec("e4m3", "e4m3", out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config,
@@ -177,7 +185,7 @@ def _fp8_linear(x, weight, x_scale, w_scale, bias, activation, residual, out_dty
     x_per_tensor, x_scale = _scale("x_scale", x_scale, x, m, "M", "per token")
     w_per_tensor, w_scale = _scale("w_scale", w_scale, x, weight.shape[0], "N", "per output channel")
     op, launch = select(x, x_per_tensor, w_per_tensor, bias, activation, residual, out_dtype,
-                        bool(use_fast_accum), m)
+                        bool(use_fast_accum), m, *weight.shape)
     return op.run(x, weight, bias, residual, x_scale, w_scale, 1.0, 1.0, None, out, launch)
 
 
@@ -193,7 +201,7 @@ def fp8_linear(x: Tensor, weight: Tensor, x_scale: Tensor, w_scale: Tensor, bias
     per output channel ([N] or [N, 1]); bias: [N] (default dtype: the output's); residual: [..., N]
     (may be ``out``).  Output: out_dtype (or out.dtype), bf16 by default, fp16 or fp32.  fp32
     accumulation, the tensor cores' sums added into fp32 every 128 of K at decode sizes and every 256
-    in prefill (generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
+    in prefill (the GPU's tuned table, else generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
     (faster, less accurate at large K: torch._scaled_mm's flag of the same name).
     """
     args = (x, weight, x_scale, w_scale, bias, activation, residual)

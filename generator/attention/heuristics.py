@@ -22,7 +22,9 @@ j's QK^T and step j-1's PV back to back) then wins where tiles are short: D = 64
 and ties at D = 64 from 4k on (perf/results/h100_sweep_attention.txt).  A build whose softmax truly runs
 under the PV (the PV's wait moved to the next step, where ptxas cannot hoist it above the softmax) lost
 where this table takes the shipped overlapped loop (D = 64 1k 0.93x vs 0.99x, D = 128 causal 1k 0.94x vs
-0.99x; H100, 2026-11-26), so the shipped loop stays.
+0.99x; H100, 2026-11-26), so the shipped loop stays.  Computing every 2nd or 4th exp2 of the softmax with a
+polynomial on the FMA pipe instead of MUFU (to lift D = 64's MUFU bound) lost everywhere (D = 64 1k 0.85-0.95x
+vs 0.97x; 4k 192-row 0.97x vs 1.06x; H100, 2026-11-27).
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to

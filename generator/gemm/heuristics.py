@@ -70,7 +70,10 @@ def pick(arch: str, m: int) -> Rule:
 # row's kernel and launch in one run: 1.00 / 0.95 / 0.96 against 0.96 / 0.86 / 0.88 promoting every 4
 # (every 16: 1.01 / 0.95 / 0.97); perf/fp8_promotion_error.py at M =
 # 4096: 1.67e-3 relative error against float64 (4: 1.66e-3; _scaled_mm fast accumulation 2.1-3.3e-3),
-# 7.8e-4 from _scaled_mm's precise result (4: 1.3e-5; 16: 1.1e-3).
+# 7.8e-4 from _scaled_mm's precise result (4: 1.3e-5; 16: 1.1e-3).  Promoting while the tensor cores run (two
+# temporary accumulators, no drain at a promotion) makes ptxas serialise the wgmmas (C7514): 0.69-0.80x
+# (perf/results/h100_sweep_fp8.txt, 2026-11-27).  The GPU's tuned table (`fused-gemm tune --op fp8`) overrides
+# the prefill row per weight shape and M bucket.
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
     False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "cooperative", "persistent"),

@@ -80,11 +80,28 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
     epilogue: the tuned table's tiles and the heuristic's.  ``fused_gemm.warmup(*gpu_linear_specs(...))``
     builds and prepares them ahead, so that no first call inside a CUDA-graph capture finds one missing."""
     table = tuned.load(gpu)
-    configs = [e.config for e in table.entries if e.dtype == dtype] if table else []
+    configs = [e.config for e in table.entries if e.op == "linear" and e.dtype == dtype] if table else []
     if not tuned_only:
         configs += [rule.config for rule in RULES["sm90a"]]
     return [GemmSpec(dtype, out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
                      epilogue=Epilogue.parse(epilogue), config=c) for c in dict.fromkeys(configs)]
+
+
+def tuned_specs(gpu: str) -> list:
+    """Every kernel a shipped tuned table names, with the epilogue its op was tuned with: linear's
+    bias+gelu_tanh GEMMs, gated's SwiGLU kernels and fp8's row x column-scaled GEMMs (an AOT set:
+    CMakeLists.txt)."""
+    from ..gated.heuristics import vector_store
+    from ..gated.spec import GatedSpec
+    table = tuned.load(gpu)
+    specs = gpu_linear_specs(gpu, epilogue="bias+gelu_tanh", tuned_only=True)
+    for e in table.entries if table else ():
+        if e.op == "gated":
+            specs.append(GatedSpec(e.dtype, activation="silu", config=e.config, vector_store=vector_store(e.config)))
+        elif e.op == "fp8":
+            specs.append(GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
+                                  config=e.config, promotion=e.promotion))
+    return list(dict.fromkeys(specs))
 
 
 def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
@@ -95,8 +112,8 @@ def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
 PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
     "tune-candidates": _tune_candidates,
     # the shipped tables' kernels with the epilogue they were tuned with (an AOT set: CMakeLists.txt)
-    "tuned-h100": lambda: gpu_linear_specs("h100", epilogue="bias+gelu_tanh", tuned_only=True),
-    "tuned-h200": lambda: gpu_linear_specs("h200", epilogue="bias+gelu_tanh", tuned_only=True),
+    "tuned-h100": lambda: tuned_specs("h100"),
+    "tuned-h200": lambda: tuned_specs("h200"),
     "gpu-tests": lambda: list(_gpu_tests()),
     "gemm-decode-tests": lambda: list(_decode_tests()),
     "bench": lambda: linear_specs("bf16", "bias+gelu_tanh"),

@@ -1,11 +1,14 @@
-"""Tuned per-GPU tables: which kernel serves which (dtype, N, K, M bucket), measured by `fused-gemm tune`.
+"""Tuned per-GPU tables: which kernel serves which (op, dtype, N, K, M bucket), measured by `fused-gemm tune`.
 
 A table is JSON data shipped with the package (``tuned/<gpu>.json``), not code.  Each entry names
-a tile config and launch options for one weight shape and one M bucket; the buckets are the M
-values the tuner timed, and an entry serves every M above the previous bucket up to its own (the
-largest bucket also serves every larger M).  Shapes and buckets a table lacks fall back to the
-heuristic table in ``heuristics.py``.  The tile config is tuned with one epilogue and serves them all: the
-epilogue changes the last few percent, the tiling the first tens.
+a tile config and launch options for one op, one weight shape and one M bucket; the buckets are the
+M values the tuner timed, and an entry serves every M above the previous bucket up to its own (the
+largest bucket also serves every larger M).  Shapes and buckets a table lacks fall back to the op's
+heuristic table (``heuristics.py``, the gated and fp8 rows).  The tile config is tuned with one
+epilogue and serves them all: the epilogue changes the last few percent, the tiling the first tens.
+Ops (OPS): ``linear`` (bf16/fp16), ``gated`` (gated_linear, the packed [2I, K] weight's N = 2I) and
+``fp8`` (fp8_linear without fast accumulation, dtype e4m3: the entry also names the fp32 promotion
+interval).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .heuristics import Rule
 from .launch import LaunchOptions
-from .spec import TileConfig, config_from_name
+from .spec import FP8_PROMOTION, TileConfig, config_from_name
 
 TABLE_DIR = Path(__file__).with_name("tuned")
 # M values the tuner times; a call's M is served by the first bucket >= M (the last serves all above).
@@ -44,6 +47,9 @@ def bucket_of(m: int) -> int:
     return min(bisect.bisect_left(M_BUCKETS, m), len(M_BUCKETS) - 1)
 
 
+OPS = ("linear", "gated", "fp8")
+
+
 @dataclass(frozen=True)
 class Entry:
     dtype: str
@@ -52,18 +58,36 @@ class Entry:
     m: int                     # the bucket (an M the tuner timed)
     config: TileConfig
     launch: LaunchOptions
-    speedup_vs_mm: float = 0.0  # measured when tuned: torch.mm time / ours (informational)
+    speedup_vs_mm: float = 0.0  # measured when tuned: the op's baseline time / ours (informational; for
+                                # linear and gated torch.mm on the weight, for fp8 torch._scaled_mm)
+    op: str = "linear"
+    promotion: int = FP8_PROMOTION   # fp8: wgmmas between fp32 promotions (GemmSpec.promotion)
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"tuned entry op {self.op!r} is not one of {OPS}")
+
+    @property
+    def key(self) -> Tuple[str, str, int, int, int]:
+        return self.op, self.dtype, self.n, self.k, self.m
+
+    def rule(self, max_m: int) -> Rule:
+        return Rule(max_m, self.config, self.launch, self.promotion)
 
     def to_json(self) -> dict:
         launch = {f: getattr(self.launch, f) for f in ("splits", "swizzle", "raster", "decomposition", "reduction",
                                                          "pdl") if getattr(self.launch, f) != getattr(LaunchOptions(), f)}
-        return {"dtype": self.dtype, "n": self.n, "k": self.k, "m": self.m, "config": self.config.name,
+        extra = {"op": self.op} if self.op != "linear" else {}
+        if self.promotion != FP8_PROMOTION:
+            extra["promotion"] = self.promotion
+        return {**extra, "dtype": self.dtype, "n": self.n, "k": self.k, "m": self.m, "config": self.config.name,
                 "launch": launch, "speedup_vs_mm": round(self.speedup_vs_mm, 4)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Entry":
         return cls(d["dtype"], int(d["n"]), int(d["k"]), int(d["m"]), config_from_name(d["config"]),
-                   LaunchOptions(**d.get("launch", {})), float(d.get("speedup_vs_mm", 0.0)))
+                   LaunchOptions(**d.get("launch", {})), float(d.get("speedup_vs_mm", 0.0)), d.get("op", "linear"),
+                   int(d.get("promotion", FP8_PROMOTION)))
 
 
 @dataclass(frozen=True)
@@ -74,21 +98,21 @@ class TunedTable:
 
     def __post_init__(self):
         object.__setattr__(self, "_rules", _index(self.entries))
-        object.__setattr__(self, "_at", {(e.dtype, e.n, e.k, e.m): Rule(e.m, e.config, e.launch) for e in self.entries})
+        object.__setattr__(self, "_at", {e.key: e.rule(e.m) for e in self.entries})
 
-    def rule_at(self, dtype: str, n: int, k: int, bucket_m: int) -> Optional[Rule]:
-        return self._at.get((dtype, n, k, bucket_m))
+    def rule_at(self, dtype: str, n: int, k: int, bucket_m: int, op: str = "linear") -> Optional[Rule]:
+        return self._at.get((op, dtype, n, k, bucket_m))
 
-    def rules(self, dtype: str, n: int, k: int) -> Optional[Tuple[Rule, ...]]:
+    def rules(self, dtype: str, n: int, k: int, op: str = "linear") -> Optional[Tuple[Rule, ...]]:
         """The shape's rows as heuristic-style rules (one per bucket, ascending), or None."""
-        return self._rules.get((dtype, n, k))
+        return self._rules.get((op, dtype, n, k))
 
-    def configs(self) -> List[TileConfig]:
-        """Every distinct tile config the table uses (what a prebuilt kernel set must hold)."""
-        return list(dict.fromkeys(e.config for e in self.entries))
+    def configs(self, op: Optional[str] = None) -> List[TileConfig]:
+        """Every distinct tile config the table uses (of one op, or all): what a prebuilt kernel set must hold."""
+        return list(dict.fromkeys(e.config for e in self.entries if op is None or e.op == op))
 
     def to_json(self) -> str:
-        entries = sorted(self.entries, key=lambda e: (e.dtype, e.n, e.k, e.m))
+        entries = sorted(self.entries, key=lambda e: (e.op != "linear", e.op, e.dtype, e.n, e.k, e.m))
         body = ",\n  ".join(json.dumps(e.to_json()) for e in entries)
         return f'{{"gpu": {json.dumps(self.gpu)}, "meta": {json.dumps(self.meta)},\n "entries": [\n  {body}\n ]}}\n'
 
@@ -101,14 +125,14 @@ class TunedTable:
 _BIG_M = 1 << 62
 
 
-def _index(entries: Tuple[Entry, ...]) -> Dict[Tuple[str, int, int], Tuple[Rule, ...]]:
-    by_shape: Dict[Tuple[str, int, int], List[Entry]] = {}
+def _index(entries: Tuple[Entry, ...]) -> Dict[Tuple[str, str, int, int], Tuple[Rule, ...]]:
+    by_shape: Dict[Tuple[str, str, int, int], List[Entry]] = {}
     for e in entries:
-        by_shape.setdefault((e.dtype, e.n, e.k), []).append(e)
+        by_shape.setdefault(e.key[:4], []).append(e)
     out = {}
     for key, es in by_shape.items():
         es.sort(key=lambda e: e.m)
-        out[key] = tuple(Rule(_BIG_M if i == len(es) - 1 else e.m, e.config, e.launch) for i, e in enumerate(es))
+        out[key] = tuple(e.rule(_BIG_M if i == len(es) - 1 else e.m) for i, e in enumerate(es))
     return out
 
 
@@ -123,8 +147,8 @@ def load(gpu: str) -> Optional[TunedTable]:
     return TunedTable.from_json(path.read_text()) if path.is_file() else None
 
 
-def rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
-    """The tuned rule serving this call shape on ``gpu``: the entry of M's bucket, or None (then the
-    heuristic decides; a table tuned at a few buckets leaves the others to it)."""
+def rule_for(gpu: str, dtype: str, n: int, k: int, m: int, op: str = "linear") -> Optional[Rule]:
+    """The tuned rule serving this call shape of ``op`` on ``gpu``: the entry of M's bucket, or None
+    (then the op's heuristic decides; a table tuned at a few buckets leaves the others to it)."""
     table = load(gpu)
-    return table.rule_at(dtype, n, k, M_BUCKETS[bucket_of(m)]) if table is not None else None
+    return table.rule_at(dtype, n, k, M_BUCKETS[bucket_of(m)], op) if table is not None else None

@@ -14,7 +14,7 @@ from typing import Tuple, Union
 
 from ..gemv import DecodeConfig as D
 from .launch import LaunchOptions as L
-from .spec import TileConfig as T
+from .spec import FP8_PROMOTION, TileConfig as T
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,15 @@ class Candidate:
     min_m: int
     max_m: int
     launches: Tuple[L, ...]
+    promotion: int = FP8_PROMOTION     # fp8 without fast accumulation: GemmSpec.promotion
 
     def serves(self, m: int) -> bool:
         return self.min_m <= m <= self.max_m
+
+    @property
+    def name(self) -> str:
+        """The kernel's name in the tuner's measurements: the config's, plus a non-default promotion."""
+        return self.config.name + (f"_promo{self.promotion}" if self.promotion != FP8_PROMOTION else "")
 
 
 _SWIZZLE = (L(), L(swizzle=2), L(swizzle=4), L(swizzle=8))
@@ -95,7 +101,18 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((256, 128, 64), (2, 1, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
     Candidate(T((128, 256, 64), (2, 1, 1), "cooperative", "stream_k"), 512, 1 << 30, _STREAM_K),
 )
-SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16}
+# fp8 (e4m3 x e4m3, row x column scales) without fast accumulation, prefill only (below M = 1024 the
+# swap-AB decode rows of heuristics.FP8_RULES serve).  Each consumer warpgroup keeps wgmma's accumulators
+# and their fp32 sum, so at most 64x128 of a tile per warpgroup: cooperative 128x128x128 tiles (cuBLAS's
+# own, nvjet 128x128_128x6 coopA), in each cluster shape, promoting every 8 or 16 wgmmas (every 4 ran
+# 0.83-0.88x _scaled_mm against 0.93-0.96x, perf/results/h100_sweep_fp8_promotion.txt; ping-pong
+# 64x128 tiles <= 0.68x, perf/results/h100_sweep_fp8.txt).
+_FP8_GRID = (L(), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(swizzle=4, raster="along_m"),
+             L(swizzle=8, raster="along_m"))
+SM90_E4M3: Tuple[Candidate, ...] = tuple(
+    Candidate(T((128, 128, 128), cluster, "cooperative", "persistent"), 1024, 1 << 30, _FP8_GRID, promotion)
+    for cluster in ((1, 2, 1), (2, 1, 1), (1, 1, 1)) for promotion in (8, 16))
+SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16, ("sm90a", "e4m3"): SM90_E4M3}
 
 
 def candidates(arch: str, dtype: str, m: int) -> Tuple[Candidate, ...]:
