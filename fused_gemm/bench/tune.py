@@ -29,7 +29,7 @@ from .. import jit
 from ..generator import GemmSpec, LaunchOptions, SpecError, build_many
 from ..generator.gated import GatedSpec, heuristics as gated_heuristics
 from ..generator.gemm import tuned, tuning_space
-from ..generator.gemm.spec import Epilogue, TileConfig
+from ..generator.gemm.spec import Epilogue
 from ..generator.gemm.tuned import Entry, TunedTable
 from . import environment
 from .ops import TOLERANCE, rel_error

@@ -144,7 +144,7 @@ def select(x, x_per_tensor: bool, w_per_tensor: bool, bias, activation, residual
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
-    dtype, x_per_tensor, w_per_tensor, bias_dtype, activation, residual_dtype, out_dtype, fast, row, _, n, k, _ = key
+    dtype, x_per_tensor, w_per_tensor, bias_dtype, activation, residual_dtype, out_dtype, fast, row, bucket, n, k, _ = key
     if x.get_device() < 0:   # before anything is built for it
         raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")
     if dtype is not FP8:
@@ -159,7 +159,8 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
                             residual=residual_dtype is not None)
         rule = None
         if not fast and tuned_tables_enabled():
-            rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k, m, "fp8")
+            rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k,
+                                  tuned.M_BUCKETS[bucket], "fp8")
         rule = rule or FP8_RULES[fast][row]
         spec = GemmSpec("e4m3", "e4m3", out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
