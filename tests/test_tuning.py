@@ -127,6 +127,16 @@ def test_tuner_workloads_build_their_ops_specs():
     assert {s.promotion for s in specs} == {8, 16} and all(s.a_dtype == "e4m3" for s in specs)
     assert tune_shapes("gated", ["llama3-8b", "custom:256x128"]) == [(28672, 4096), (256, 128)]
     assert (6144, 4096) in tune_shapes("fp8", ["llama3-8b"])
+    rope = WORKLOADS["qkv_rope"]
+    assert tune_shapes("qkv_rope", ["llama3-8b", "mistral-7b", "llama3-70b-tp8"]) == [(6144, 4096), (1280, 8192)]
+    with pytest.raises(ValueError, match="model presets"):
+        tune_shapes("qkv_rope", ["square-8192"])
+    from fused_gemm.bench.tune import rope_geometry
+    assert rope_geometry(6144, 4096) == (32, 8, 128)
+    for m in tuned.M_BUCKETS:
+        assert rope.candidates(m), m
+    specs = rope.candidate_specs(torch.bfloat16, tuned.M_BUCKETS)
+    assert all(s.family == "rope" for s in specs) and {s.l1_reserve_kb for s in specs} == {0, 64}
 
 
 def test_minimal_configs_cover_every_cell():

@@ -54,9 +54,11 @@ def cmd_plot(args) -> int:
 
 
 def tune_shapes(op: str, presets) -> List[tuple]:
-    """(N, K) per weight the op tunes: every linear weight of the presets, or (gated) each model's packed
-    gate/up weight [2I, K] (custom:NxK presets name it directly)."""
-    from .models import MODELS, layers, unique_shapes
+    """(N, K) per weight the op tunes: every linear weight of the presets, (gated) each model's packed
+    gate/up weight [2I, K] (custom:NxK presets name it directly), or (qkv_rope) each model's QKV weight."""
+    from .models import MODELS, layers, model, unique_shapes
+    if op == "qkv_rope":
+        return list(dict.fromkeys(model(p, "qkv_rope").layers()[0][1:] for p in presets))
     if op != "gated":
         return [(n, k) for _, n, k in unique_shapes(presets)]
     shapes = []
@@ -114,9 +116,10 @@ def add_commands(sub) -> None:
     p.add_argument("csv")
     p.set_defaults(func=cmd_plot)
     p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
-    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8"),
+    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8", "qkv_rope"),
                    help="linear (bias+gelu_tanh vs torch.mm), gated (SwiGLU on the packed [2I, K] weight vs "
-                        "torch.mm on it) or fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm)")
+                        "torch.mm on it), fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm) or "
+                        "qkv_rope (a model preset's QKV projection with NeoX RoPE vs torch.mm on its weight)")
     p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)}")
     p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: "
                                "every one the op has candidates for; fp8 from 1024)")

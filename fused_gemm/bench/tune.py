@@ -2,8 +2,9 @@
 GPU's tuned table (data: ``fused_gemm/generator/gemm/tuned/<gpu>.json``).
 
 Ops (Workload subclasses, one each): ``linear`` (bias + gelu_tanh, against torch.mm), ``gated``
-(gated_linear's SwiGLU on the packed [2I, K] weight, against torch.mm on that weight) and ``fp8``
-(fp8_linear with row x column scales and fp32 promotion, against torch._scaled_mm with the same scales).
+(gated_linear's SwiGLU on the packed [2I, K] weight, against torch.mm on that weight), ``fp8``
+(fp8_linear with row x column scales and fp32 promotion, against torch._scaled_mm with the same scales)
+and ``qkv_rope`` (a model's QKV projection with NeoX rotary, against torch.mm on its weight).
 Per cell, three passes, each interleaved with the op's baseline on the same rotated inputs (ratios are
 taken per repetition, so clock drift cancels):
   1. every candidate kernel with its first launch option;
@@ -31,8 +32,9 @@ from ..generator.gated import GatedSpec, heuristics as gated_heuristics
 from ..generator.gemm import tuned, tuning_space
 from ..generator.gemm.spec import Epilogue
 from ..generator.gemm.tuned import Entry, TunedTable
+from ..generator.rope import RopeSpec, heuristics as rope_heuristics
 from . import environment
-from .ops import TOLERANCE, rel_error
+from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, rel_error, rotary_neox
 from .sweep import timed_in_graph
 from .timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
@@ -275,7 +277,86 @@ class Fp8Work(Workload):
         return rel_error(out, ref)
 
 
-WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work)}
+class RopeWork(Workload):
+    """qkv_rope (NeoX, full rotary, no bias) on a model's packed QKV weight against torch.mm on it (the
+    GEMM alone), positions of a packed prefill batch.  Candidates: linear's tiles that hold whole heads
+    or whole chunks of one (RopeSpec); each with the shared-memory reserve qkv_rope's rule gives it."""
+    op = "qkv_rope"
+
+    def __init__(self, dtype, n, k, m):
+        self.heads, self.kv_heads, self.head_dim = rope_geometry(n, k)
+        from .. import rope_cos_sin_cache
+        self.cache = rope_cos_sin_cache(ROPE_MAX_POSITION, self.head_dim, device="cuda")
+        super().__init__(dtype, n, k, m)
+
+    @classmethod
+    def candidates(cls, m, dtype=torch.bfloat16):
+        out = []
+        for c in tuning_space.candidates("sm90a", _DTYPE[dtype], m) + tuple(
+                c for c in tuning_space.ROPE_EXTRA if c.serves(m)):
+            try:
+                cls.spec(c, dtype, m)
+            except (SpecError, AttributeError):   # a tile that splits heads unevenly, or a decode kernel
+                continue
+            out.append(c)
+        return tuple(out)
+
+    @classmethod
+    def spec(cls, candidate, dtype, m: int = 1, gpu: Optional[str] = None):
+        config = candidate.config
+        return RopeSpec(_DTYPE[dtype], config=config, l1_reserve_kb=rope_heuristics.l1_reserve_kb(m, config, gpu))
+
+    @classmethod
+    def candidate_specs(cls, dtype, ms):
+        """Every GPU's: the shared-memory reserve differs by GPU (rope_heuristics.GPU_L1_RESERVE_ROWS)."""
+        gpus = (None, *rope_heuristics.GPU_L1_RESERVE_ROWS)
+        return list(dict.fromkeys(cls.spec(c, dtype, m, gpu) for gpu in gpus for m in ms
+                                  for c in cls.candidates(m, dtype)))
+
+    def op_for(self, name):
+        if name not in self.ops:
+            self.ops[name] = jit.compile(self.spec(self._candidates[name], self.dtype, self.m, environment.gpu_slug()))
+        return self.ops[name]
+
+    def set_bytes(self):
+        return 2 * (self.n * self.k + self.m * (self.k + self.n))
+
+    def make(self):
+        from .. import pack_qkv_rope
+        x = torch.randn(self.m, self.k, dtype=self.dtype, device="cuda")
+        w = torch.randn(self.n, self.k, dtype=self.dtype, device="cuda") / self.k ** 0.5
+        packed = pack_qkv_rope(w, num_heads=self.heads, num_kv_heads=self.kv_heads, head_dim=self.head_dim)
+        return x, w, packed, packed_positions(self.m, ROPE_MAX_POSITION)
+
+    def call(self, op, s, launch):
+        return op.run(s[0], s[2].weight, None, s[3], self.cache, self.heads, self.kv_heads, None, None, None, launch,
+                      False)
+
+    def baseline_call(self, s):
+        return torch.mm(s[0], s[1].t())
+
+    def error(self, variant):
+        x, w, packed, pos = self.make()
+        rows = min(self.m, 256)
+        got = self.call(self.op_for(variant[0]), (x, w, packed, pos), variant[1])
+        if any(torch.isnan(t).any() for t in got):
+            return float("nan")
+        ref = rotary_neox(x[:rows].double() @ w.double().T, pos[:rows], self.cache.double(), self.heads,
+                          self.kv_heads, self.head_dim)
+        return rel_error(torch.cat([g[:rows].reshape(rows, -1) for g in got], 1),
+                         torch.cat([e.reshape(rows, -1) for e in ref], 1))
+
+
+def rope_geometry(n: int, k: int) -> Tuple[int, int, int]:
+    """(q heads, kv heads, head dim) of the model preset whose QKV weight is [n, k]."""
+    from .models import MODELS
+    for model in MODELS.values():
+        if model.layers()[0][1:] == (n, k):
+            return model.attention()
+    raise ValueError(f"qkv_rope tunes a model preset's QKV weight; no preset has one of shape [{n}, {k}]")
+
+
+WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work, RopeWork)}
 assert tuple(WORKLOADS) == tuned.OPS
 
 

@@ -13,6 +13,7 @@ import torch
 
 from .. import checks, jit
 from ..generator import LaunchOptions
+from ..generator.gemm import tuned
 from ..generator.gemm.tuned import bucket_of, gpu_key
 from ..gemm.linear import gemm_rule, tuned_tables_enabled
 from ..generator.rope import RopeSpec
@@ -26,16 +27,20 @@ _selection = jit.Selection("qkv_rope")
 
 
 def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp, LaunchOptions]:
-    """The kernel and launch options for this call (generator/rope/heuristics.choose, with the GEMM's
-    tuned rule for this GPU, weight shape and M bucket); memoised per device."""
+    """The kernel and launch options for this call (generator/rope/heuristics.choose, with qkv_rope's
+    and the GEMM's tuned rules for this GPU, weight shape and M bucket); memoised per device."""
     bucket = bucket_of(m)
     k = x.shape[-1] if x.dim() else -1
 
     def choose():
-        tuned = gemm_rule(x, DTYPE_NAMES[x.dtype], n, k, bucket)
-        base = RopeSpec(DTYPE_NAMES[x.dtype], head_dim, rotary_dim, style, bias is not None)
+        dtype = DTYPE_NAMES[x.dtype]
+        gemm = gemm_rule(x, dtype, n, k, bucket)
+        base = RopeSpec(dtype, head_dim, rotary_dim, style, bias is not None)
         gpu = gpu_key(torch.cuda.get_device_name(x.device)) if tuned_tables_enabled() else None
-        spec, launch = rope_heuristics.choose(base, tuned, m, gpu, n, k)
+        # qkv_rope's own tuned entries are for the NeoX style over whole heads: what `tune --op qkv_rope` times
+        own = tuned.rule_for(gpu, dtype, n, k, m, "qkv_rope") if gpu and (style, rotary_dim) == ("neox", head_dim) \
+            else None
+        spec, launch = rope_heuristics.choose(base, gemm, m, gpu, n, k, own)
         return jit.compile(spec), launch
     key = (x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket, rope_heuristics.l1_row(m),
            x.get_device())

@@ -1,5 +1,8 @@
 """Which gated kernel configuration and scheduler options serve which M: a table, not code.
 
+The GPU's tuned table (`fused-gemm tune --op gated`, generator/gemm/tuned/<gpu>.json) serves the packed
+weight shapes it has, per M bucket; these rows serve the rest.
+
 Rows are tried in order; the first whose ``max_m`` covers M wins.  Decode (M <= 64) is the GEMM
 family's: swap-AB with 64-row weight tiles and PDL, weight-bandwidth bound.  Above that the packed
 [2I, K] weight makes N large (28672 for Llama-3-8B), and perf/sweep_gated.py on an H100 picked

@@ -8,7 +8,7 @@ heuristic table (``heuristics.py``, the gated and fp8 rows).  The tile config is
 epilogue and serves them all: the epilogue changes the last few percent, the tiling the first tens.
 Ops (OPS): ``linear`` (bf16/fp16), ``gated`` (gated_linear, the packed [2I, K] weight's N = 2I) and
 ``fp8`` (fp8_linear without fast accumulation, dtype e4m3: the entry also names the fp32 promotion
-interval).
+interval) and ``qkv_rope`` (the QKV projection with RoPE; its shared-memory reserve stays qkv_rope's rule).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def bucket_of(m: int) -> int:
     return min(bisect.bisect_left(M_BUCKETS, m), len(M_BUCKETS) - 1)
 
 
-OPS = ("linear", "gated", "fp8")
+OPS = ("linear", "gated", "fp8", "qkv_rope")
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,13 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((256, 128, 64), (2, 1, 1), "cooperative", "persistent"), 256, 1 << 30, _GRID),
     Candidate(T((128, 256, 64), (2, 1, 1), "cooperative", "stream_k"), 512, 1 << 30, _STREAM_K),
 )
+# qkv_rope's own, besides SM90_BF16's tiles its epilogue takes: the tiles perf/bench_rope.py --launch-sweep
+# measured best for it at mid M (generator/rope/heuristics.py ROWS and SHAPE_ROWS), which no GEMM row uses.
+ROPE_EXTRA: Tuple[Candidate, ...] = (
+    Candidate(T((64, 64, 128), (1, 1, 1), "pingpong", "persistent"), 16, 256, _MID),
+    Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent"), 64, 1024, _MID),
+)
+
 # fp8 (e4m3 x e4m3, row x column scales) without fast accumulation, prefill only (below M = 1024 the
 # swap-AB decode rows of heuristics.FP8_RULES serve).  Each consumer warpgroup keeps wgmma's accumulators
 # and their fp32 sum, so at most 64x128 of a tile per warpgroup: cooperative 128x128x128 tiles (cuBLAS's

@@ -105,15 +105,19 @@ def measured_rows() -> List[MeasuredRow]:
 
 
 def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str] = None, n: int = -1,
-           k: int = -1) -> Tuple[RopeSpec, LaunchOptions]:
+           k: int = -1, rope_rule: Optional[Rule] = None) -> Tuple[RopeSpec, LaunchOptions]:
     """qkv_rope's kernel and launch options for M tokens of an [n, k] weight on ``gpu`` (a tuned-table
-    key, or None), given the GEMM's rule for the shape (its tuned table's entry, or None).  A measured
-    row for M's bucket wins.  Otherwise prefill takes the GEMM's tuned tile and launch options where
+    key, or None), given the GEMM's rule for the shape (its tuned table's entry, or None) and qkv_rope's
+    own tuned entry (``fused-gemm tune --op qkv_rope``, or None), which wins when there is one (with
+    this rule's shared-memory reserve).  Otherwise a measured row for M's bucket wins.  Otherwise prefill takes the GEMM's tuned tile and launch options where
     the rope epilogue can run that tile (the epilogue hides behind the other warpgroup's MMA, so
     what is fastest for the GEMM is nearly so here); otherwise the heuristic's tile, with the tuned
     launch options when the tiles agree.  A tuned swap-AB (decode) tile is not taken: on an H100 the
     rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16, against 0.99x
     on the heuristic's 64x16."""
+    if rope_rule is not None and base.accepts(rope_rule.config):
+        return replace(base.with_config(rope_rule.config), l1_reserve_kb=l1_reserve_kb(m, rope_rule.config, gpu)), \
+            rope_rule.launch
     row = measured_row(gpu, n, k, m)
     if row is not None:
         return row.apply(base)
@@ -136,4 +140,5 @@ def gpu_rope_specs(gpu: str, n: int, k: int, dtype: str = "bf16", head_dim: int 
     base = RopeSpec(dtype, head_dim, rotary_dim, style, bias)
     bounds = tuned.M_BUCKETS
     ms = sorted(set(bounds) | {b + 1 for b in bounds[:-1]} | set(_L1_STARTS))
-    return list(dict.fromkeys(choose(base, tuned.rule_for(gpu, dtype, n, k, m), m, gpu, n, k)[0] for m in ms))
+    return list(dict.fromkeys(choose(base, tuned.rule_for(gpu, dtype, n, k, m), m, gpu, n, k,
+                                     tuned.rule_for(gpu, dtype, n, k, m, "qkv_rope"))[0] for m in ms))
