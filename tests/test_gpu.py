@@ -539,7 +539,7 @@ def test_every_kernel_of_this_gpus_tuned_table():
 
 
 def test_every_tuned_kernel_of_the_other_ops():
-    """The gated and fp8 entries of this GPU's tuned table: each (kernel, launch options) run through the
+    """The gated, fp8 and qkv_rope entries of this GPU's tuned table: each (kernel, launch options) run through the
     public op at an odd M of its bucket, on the entry's weight shape (so the table picks it), against
     float64, outputs NaN-poisoned first; and the op really picked the entry's kernel."""
     from fused_gemm.gated import api as gated_api
@@ -551,7 +551,7 @@ def test_every_tuned_kernel_of_the_other_ops():
         if e.op != "linear":
             entries.setdefault((e.op, e.config, e.promotion, e.launch), e)
     if not entries:
-        pytest.skip(f"no gated or fp8 entries in a tuned table for {torch.cuda.get_device_name()}")
+        pytest.skip(f"no gated, fp8 or qkv_rope entries in a tuned table for {torch.cuda.get_device_name()}")
     for e in entries.values():
         m = e.m if e.m == 1 else e.m - 3
         if e.op == "gated":
@@ -561,6 +561,21 @@ def test_every_tuned_kernel_of_the_other_ops():
             fused_gemm.gated_linear(x, fused_gemm.pack_gate_up(wg, wu), out=out)
             op, launch = gated_api.select(x, None, None, "silu", None, torch.bfloat16, m, e.n, e.k)
             ref = F.silu(x.double() @ wg.double().t()) * (x.double() @ wu.double().t())
+        elif e.op == "qkv_rope":
+            from fused_gemm.bench.ops import ROPE_MAX_POSITION, poison, rotary_neox
+            from fused_gemm.bench.tune import rope_geometry
+            from fused_gemm.rope import api as rope_api
+            hq, hkv, d = rope_geometry(e.n, e.k)
+            cache = fused_gemm.rope_cos_sin_cache(ROPE_MAX_POSITION, d, device="cuda")
+            x = torch.randn(m, e.k, dtype=torch.bfloat16, device="cuda")
+            w = torch.randn(e.n, e.k, dtype=torch.bfloat16, device="cuda") / e.k ** 0.5
+            pos = torch.randint(0, ROPE_MAX_POSITION, (m,), device="cuda")
+            packed = fused_gemm.pack_qkv_rope(w, num_heads=hq, num_kv_heads=hkv, head_dim=d)
+            poison((m, hq, d), (m, hkv, d), (m, hkv, d), dtype=torch.bfloat16)   # outputs land on NaN blocks
+            got = fused_gemm.qkv_rope(x, packed, positions=pos, cos_sin_cache=cache)
+            op, launch = rope_api.select(x, None, d, d, "neox", m, e.n)
+            ref = rotary_neox(x.double() @ w.double().T, pos, cache.double(), hq, hkv, d)
+            out, ref = (torch.cat([t.reshape(m, -1) for t in ts], 1) for ts in (got, ref))
         else:
             x = torch.randn(m, e.k, device="cuda").to(torch.float8_e4m3fn)
             w = torch.randn(e.n, e.k, device="cuda").to(torch.float8_e4m3fn)
