@@ -89,10 +89,12 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
 
 def tuned_specs(gpu: str) -> list:
     """Every kernel a shipped tuned table names, with the epilogue its op was tuned with: linear's
-    bias+gelu_tanh GEMMs, gated's SwiGLU kernels and fp8's row x column-scaled GEMMs (an AOT set:
-    CMakeLists.txt)."""
+    bias+gelu_tanh GEMMs, gated's SwiGLU kernels, fp8's row x column-scaled GEMMs and qkv_rope's NeoX
+    kernels (an AOT set: CMakeLists.txt)."""
     from ..gated.heuristics import vector_store
     from ..gated.spec import GatedSpec
+    from ..rope.heuristics import l1_reserve_kb
+    from ..rope.spec import RopeSpec
     table = tuned.load(gpu)
     specs = gpu_linear_specs(gpu, epilogue="bias+gelu_tanh", tuned_only=True)
     for e in table.entries if table else ():
@@ -101,6 +103,8 @@ def tuned_specs(gpu: str) -> list:
         elif e.op == "fp8":
             specs.append(GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
                                   config=e.config, promotion=e.promotion))
+        elif e.op == "qkv_rope":   # the NeoX, full-rotary kernel its entries were tuned with (head dim 128)
+            specs.append(RopeSpec(e.dtype, config=e.config, l1_reserve_kb=l1_reserve_kb(e.m, e.config, gpu)))
     return list(dict.fromkeys(specs))
 
 
