@@ -1,6 +1,8 @@
 """Which rope kernel variant serves which M: data, read by fused_gemm.rope.api.select.
 
 In order of precedence:
+  * the GPU's tuned table's qkv_rope entries (`fused-gemm tune --op qkv_rope`: Llama-3-8B, Llama-3-70B
+    TP8 and Qwen2.5-7B QKV weights, NeoX over whole heads);
   * SHAPE_ROWS: kernels a GPU measured best for one QKV weight shape, per M bucket
     (perf/bench_rope.py --launch-sweep);
   * ROWS: kernels measured best on every GPU, per M bucket, for any shape;
