@@ -165,7 +165,7 @@ def head_dim_last(name: str, t: torch.Tensor, itemsize: int, limit: Optional[int
     D contiguous, every other stride and the data pointer 16-byte aligned (and below ``limit``).
     A dim of size 1 may carry any stride (its coordinate is always 0): it gets the head dim's."""
     shape, stride = t.shape, t.stride()
-    if 1 in shape:     # per call: the common shapes skip this comprehension
+    if 1 in shape or 0 in shape:     # per call: the common shapes skip this comprehension
         stride = tuple(st if size > 1 else shape[-1] for st, size in zip(stride, shape))
     if shape[-1] > 1 and stride[-1] != 1:
         raise ValueError(f"{name} must be contiguous in its head dim (strides {stride}); call .contiguous()")

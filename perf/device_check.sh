@@ -48,7 +48,7 @@ for step in $steps; do
     tune)  # TUNE_ARGS e.g. "--preset llama3-8b --preset square-8192 --minimal"; the table and raw timings come back
            run tune fused-gemm tune ${TUNE_ARGS:---minimal} -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;   # this GPU's table: the one just written
-    tune:*) # one op (gated, fp8, linear) with TUNE_OP_ARGS, e.g. "--preset llama3-8b"; the merged table comes back
+    tune:*) # one op (linear, gated, fp8, qkv_rope) with TUNE_OP_ARGS, e.g. "--preset llama3-8b"; the merged table comes back
            run "tune-${step#tune:}" fused-gemm tune --op "${step#tune:}" ${TUNE_OP_ARGS:-} --no-build -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)

@@ -190,16 +190,38 @@ def test_gpu_rope_specs_hold_every_choice_of_qkv_rope():
     from fused_gemm.generator.gemm import tuned
     from fused_gemm.generator.rope import RopeSpec, gpu_rope_specs
     from fused_gemm.generator.rope.heuristics import choose
-    for gpu, (n, k) in (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h100", (28672, 4096)), ("h200", (1, 1))):
-        listed = set(gpu_rope_specs(gpu, n, k))
-        for m in list(range(1, 300)) + [511, 512, 513, 1024, 1025, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 40000]:
-            spec, _ = choose(RopeSpec(), tuned.rule_for(gpu, "bf16", n, k, m), m, gpu, n, k)
-            assert spec in listed, (gpu, n, k, m, spec.uri)
+    shapes = (("h100", (6144, 4096)), ("h200", (6144, 4096)), ("h100", (28672, 4096)), ("h200", (1, 1)),
+              ("h100", (1280, 8192)), ("h200", (4608, 3584)))
+    for gpu, (n, k) in shapes:
+        for style, rotary in (("neox", 0), ("gptj", 0), ("neox", 64)):   # the tuned geometry and two others
+            base = RopeSpec(style=style, rotary_dim=rotary)
+            listed = set(gpu_rope_specs(gpu, n, k, rotary_dim=rotary, style=style))
+            for m in list(range(1, 300)) + [511, 512, 513, 1024, 1025, 4096, 4097, 6000, 8191, 8192, 8193, 16384,
+                                             40000]:
+                spec, _ = choose(base, tuned.rule_for(gpu, "bf16", n, k, m), m, gpu, n, k,
+                                 tuned.rule_for(gpu, "bf16", n, k, m, "qkv_rope"))   # as fused_gemm.qkv_rope does
+                assert spec in listed, (gpu, n, k, style, rotary, m, spec.uri)
+
+
+def test_rope_tuned_entries_serve_only_their_geometry():
+    """A qkv_rope entry of the tuned table wins for NeoX over whole 128-wide heads; any other style,
+    partial rotary or head dim falls through to the measured rows and the GEMM's tile."""
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.generator.rope import RopeSpec
+    from fused_gemm.generator.rope.heuristics import choose
+    rule = tuned.rule_for("h100", "bf16", 6144, 4096, 512, "qkv_rope")
+    assert rule is not None
+    gemm = tuned.rule_for("h100", "bf16", 6144, 4096, 512)
+    spec, launch = choose(RopeSpec(), gemm, 512, "h100", 6144, 4096, rule)
+    assert (spec.config, launch) == (rule.config, rule.launch)
+    for other in (RopeSpec(style="gptj"), RopeSpec(rotary_dim=64), RopeSpec(head_dim=64)):
+        assert choose(other, gemm, 512, "h100", 6144, 4096, rule) == choose(other, gemm, 512, "h100", 6144, 4096)
 
 
 def test_rope_measured_rows_win_their_buckets_and_ship_in_the_presets():
     """Measured rows (data) name configs the rope epilogue runs, at buckets M can land in; choose()
-    takes them for their GPU and shape; rope_specs (the presets) hold their kernels."""
+    takes them for their GPU and shape when no tuned qkv_rope entry serves the call (other geometries,
+    other shapes); rope_specs (the presets) hold their kernels."""
     from fused_gemm.generator.gemm import tuned
     from fused_gemm.generator.rope import RopeSpec
     from fused_gemm.generator.rope.heuristics import ROWS, SHAPE_ROWS, choose

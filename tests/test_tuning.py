@@ -64,16 +64,16 @@ def test_gpu_keys():
 def test_shipped_tables_are_valid(gpu):
     """Every shipped entry names a candidate the tuner can build for its op; linear's shapes have every
     bucket, the other ops' every bucket they have candidates for."""
-    from fused_gemm.bench.tune import WORKLOADS, _TORCH
+    from fused_gemm.bench.tune import WORKLOADS, TORCH_DTYPES
     table = tuned.load(gpu)
     shapes = {}
     for e in table.entries:
         work = WORKLOADS[e.op]
-        known = {(c.config, c.promotion) for c in work.candidates(e.m, _TORCH[e.dtype])}
+        known = {(c.config, c.promotion) for c in work.candidates(e.m, TORCH_DTYPES[e.dtype])}
         assert (e.config, e.promotion) in known, e
         shapes.setdefault((e.op, e.dtype, e.n, e.k), set()).add(e.m)
     for (op, dtype, n, k), ms in shapes.items():
-        want = {m for m in tuned.M_BUCKETS if WORKLOADS[op].candidates(m, _TORCH[dtype])}
+        want = {m for m in tuned.M_BUCKETS if WORKLOADS[op].candidates(m, TORCH_DTYPES[dtype])}
         assert ms == want, (op, dtype, n, k)
     specs = PRESETS[f"tuned-{gpu}"]()
     families = {"linear": "gemm", "fp8": "gemm", "gated": "gated", "qkv_rope": "rope"}
@@ -106,6 +106,9 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
         tuned.load.cache_clear()
     with pytest.raises(ValueError, match="op"):
         tuned.Entry("bf16", 1, 1, 1, TileConfig(), LaunchOptions(), op="gemv")
+    future = json.loads(table.to_json())            # a newer tuner's op: left out, the rest still read
+    future["entries"].append({**future["entries"][0], "op": "int4"})
+    assert set(tuned.TunedTable.from_json(json.dumps(future)).entries) == set(table.entries)
     newer = tuned.TunedTable("h100", {"op": "fp8", "measured": "later"}, (
         tuned.Entry("e4m3", 4096, 4096, 4096, fp8_cfg, LaunchOptions(), 1.0, "fp8", 8),))
     merged = merge(table, newer)
@@ -124,6 +127,15 @@ def test_tuner_workloads_build_their_ops_specs():
         for c in gated.candidates(m):
             assert gated.spec(c, torch.bfloat16).family == "gated"
     assert not fp8.candidates(512) and fp8.candidates(1024)
+    from fused_gemm.generator.gated.presets import gpu_gated_specs
+    from fused_gemm.generator.gemm.presets import gpu_fp8_specs
+    for gpu in ("h100", "h200"):                     # warmup lists hold every tuned entry's kernel
+        table = tuned.load(gpu)
+        gated_listed = {s.config for s in gpu_gated_specs(gpu)}
+        fp8_listed = {(s.config, s.promotion) for s in gpu_fp8_specs(gpu)}
+        for e in table.entries:
+            assert e.op != "gated" or e.config in gated_listed, e
+            assert e.op != "fp8" or (e.config, e.promotion) in fp8_listed, e
     specs = fp8.candidate_specs(torch.float8_e4m3fn, [4096])
     assert {s.promotion for s in specs} == {8, 16} and all(s.a_dtype == "e4m3" for s in specs)
     assert tune_shapes("gated", ["llama3-8b", "custom:256x128"]) == [(28672, 4096), (256, 128)]

@@ -10,6 +10,7 @@ from typing import List
 from .models import M_VALUES, PRESETS, SWEEP_OPS
 
 _DEFAULT_TUNE_PRESETS = ("llama3-8b", "square-8192")
+_DEFAULT_TUNE_PRESETS_OF = {"gated": ("llama3-8b",), "qkv_rope": ("llama3-8b",)}   # model presets: MLP / QKV
 
 
 def _ints(text: str) -> List[int]:
@@ -18,7 +19,7 @@ def _ints(text: str) -> List[int]:
 
 def _dtype(name: str):
     import torch
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn}[name]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def _results_dir(arg) -> Path:
@@ -72,13 +73,13 @@ def tune_shapes(op: str, presets) -> List[tuple]:
 
 
 def cmd_tune(args) -> int:
-    from .tune import WORKLOADS, tune, write, write_measurements
+    from .tune import TORCH_DTYPES, WORKLOADS, tune, write, write_measurements
     work = WORKLOADS[args.op]
     if args.op == "fp8" and args.dtype != "bf16":
         raise SystemExit("--op fp8 tunes e4m3 operands; --dtype is for linear and gated")
-    dtype = _dtype("e4m3" if args.op == "fp8" else args.dtype)
+    dtype = TORCH_DTYPES["e4m3" if args.op == "fp8" else args.dtype]
     default_ms = [m for m in M_VALUES if work.candidates(m, dtype)]
-    shapes = tune_shapes(args.op, args.preset or _DEFAULT_TUNE_PRESETS)
+    shapes = tune_shapes(args.op, args.preset or _DEFAULT_TUNE_PRESETS_OF.get(args.op, _DEFAULT_TUNE_PRESETS))
     stem = args.dtype if args.op == "linear" else f"{args.op}_{work.table_dtype(dtype)}"
     raw = _results_dir(args.results) / f"tune_{stem}.measurements.json"
     table, cells = tune(shapes, _ints(args.m) if args.m else default_ms, dtype, minimal=args.minimal,
@@ -120,7 +121,8 @@ def add_commands(sub) -> None:
                    help="linear (bias+gelu_tanh vs torch.mm), gated (SwiGLU on the packed [2I, K] weight vs "
                         "torch.mm on it), fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm) or "
                         "qkv_rope (a model preset's QKV projection with NeoX RoPE vs torch.mm on its weight)")
-    p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)}")
+    p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)} "
+                                                         "(gated, qkv_rope: llama3-8b)")
     p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: "
                                "every one the op has candidates for; fp8 from 1024)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="16-bit ops' dtype")

@@ -213,9 +213,10 @@ def fp8_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "row_sc
         ref = (xq.double() * xs.double()[:, None]) @ (wq.double() * ws.double()[:, None]).T
         return rel_error(out, ref)
 
+    from ..generator.gemm.spec import FP8_PROMOTION
     from ..quant.fp8 import select as fp8_select
     op, launch = fp8_select(sets[0][2], False, False, None, None, None, torch.bfloat16, False, m, n, k)
-    promo = f"_promo{op.spec.promotion}"
+    promo = f"_promo{op.spec.promotion}" if op.spec.promotion != FP8_PROMOTION else ""
     return Case(ours, baselines, 2.0 * m * n * k, m * k + n * k + 2.0 * m * n, 1.0 * n * k, check,
                 kernel=f"{op.spec.config.name}{promo} {_launch_name(launch)}", extra={"baseline": "scaled_mm"})
 

@@ -102,9 +102,8 @@ class Workload:
     @classmethod
     def candidate_specs(cls, dtype: torch.dtype, ms: Sequence[int]) -> list:
         """Every kernel the tuner may time for these M values (what `fused-gemm tune` builds first)."""
-        names = dict.fromkeys(c.name for m in ms for c in cls.candidates(m, dtype))
         by_name = {c.name: c for m in ms for c in cls.candidates(m, dtype)}
-        return [cls.spec(by_name[name], dtype) for name in names]
+        return [cls.spec(c, dtype) for c in by_name.values()]
 
     def op_for(self, name: str):
         if name not in self.ops:
@@ -304,7 +303,8 @@ class RopeWork(Workload):
     @classmethod
     def spec(cls, candidate, dtype, m: int = 1, gpu: Optional[str] = None):
         config = candidate.config
-        return RopeSpec(_DTYPE[dtype], config=config, l1_reserve_kb=rope_heuristics.l1_reserve_kb(m, config, gpu))
+        return RopeSpec(_DTYPE[dtype], rope_heuristics.TUNED_HEAD_DIM, style=rope_heuristics.TUNED_STYLE,
+                        config=config, l1_reserve_kb=rope_heuristics.l1_reserve_kb(m, config, gpu))
 
     @classmethod
     def candidate_specs(cls, dtype, ms):
@@ -351,9 +351,10 @@ def rope_geometry(n: int, k: int) -> Tuple[int, int, int]:
     """(q heads, kv heads, head dim) of the model preset whose QKV weight is [n, k]."""
     from .models import MODELS
     for model in MODELS.values():
-        if model.layers()[0][1:] == (n, k):
+        if model.layers()[0][1:] == (n, k) and model.head_dim == rope_heuristics.TUNED_HEAD_DIM:
             return model.attention()
-    raise ValueError(f"qkv_rope tunes a model preset's QKV weight; no preset has one of shape [{n}, {k}]")
+    raise ValueError(f"qkv_rope tunes a model preset's QKV weight with {rope_heuristics.TUNED_HEAD_DIM}-wide heads; "
+                     f"no preset has one of shape [{n}, {k}]")
 
 
 WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work, RopeWork)}
@@ -362,10 +363,10 @@ assert tuple(WORKLOADS) == tuned.OPS
 
 def candidate_specs(dtype: str, ms: Sequence[int], op: str = "linear") -> list:
     """Every kernel the tuner may time for these M values (what `fused-gemm tune --build` builds)."""
-    return WORKLOADS[op].candidate_specs(_TORCH[dtype], ms)
+    return WORKLOADS[op].candidate_specs(TORCH_DTYPES[dtype], ms)
 
 
-_TORCH = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": FP8}
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": FP8}
 
 
 def measure(cell: Cell, work: type, dtype: torch.dtype) -> None:
@@ -462,12 +463,12 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
     env = environment.describe()
     meta = {"measured": env["date"], "gpu": env["gpu"], "driver": env.get("driver"), "torch": env["torch"],
             "epilogue": TUNE_EPILOGUE if op == "linear" else op, "baseline": work.baseline_name,
-            "minimal": minimal, "tolerance": tolerance, "kernels": len({e.config.name for e in entries})}
+            "minimal": minimal, "tolerance": tolerance, "kernels": _kernel_count(entries)}
     return TunedTable(environment.gpu_slug(), {"op": op, **meta}, tuple(entries)), cells
 
 
 def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
-    """New entries replace old ones of the same (dtype, N, K, M); the rest of the old table stays."""
+    """New entries replace old ones of the same (op, dtype, N, K, M); the rest of the old table stays."""
     if old is None:
         return new
     keys = {e.key for e in new.entries}
@@ -481,8 +482,13 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
         meta = {**old.meta, **run, "cells_in_last_run": len(new.entries)}
     else:
         meta = {**old.meta, op: {**run, "cells_in_last_run": len(new.entries)}}
-    meta["kernels"] = len({e.config.name for e in entries})
+    meta["kernels"] = _kernel_count(entries)
     return TunedTable(new.gpu, meta, entries)
+
+
+def _kernel_count(entries) -> int:
+    """Distinct kernels the entries name, per op (at each op's tuned epilogue): what an AOT set builds."""
+    return len({(e.op, e.config, e.promotion) for e in entries})
 
 
 def write(table: TunedTable, path: Optional[Path] = None) -> Path:
@@ -504,7 +510,7 @@ def write(table: TunedTable, path: Optional[Path] = None) -> Path:
 
 
 def write_measurements(cells: Sequence[Cell], path: Path) -> None:
-    """Every variant's measured time over torch.mm, for a later look at what the tuner saw."""
+    """Every variant's measured time over the op's baseline, for a later look at what the tuner saw."""
     raw = [{"n": c.n, "k": c.k, "m": c.m, "final": [c.final[0][0], str(c.final[0][1]), c.final[1]] if c.final else None,
             "ours_over_baseline": {f"{v[0]} {v[1]}": round(t, 4) for v, t in sorted(c.times.items(), key=lambda p: p[1])}}
            for c in cells]

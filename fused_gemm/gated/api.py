@@ -20,7 +20,6 @@ from ..generator.gated import heuristics
 from ..generator.gemm import tuned
 from ..generator.gemm.spec import ACTIVATIONS
 from ..generator.gemm.tuned import gpu_key
-from ..gemm.linear import tuned_tables_enabled
 from ..kernel_op import dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
 from .op import GatedOp, pack_gate_up
@@ -46,7 +45,7 @@ def select(x, bias_gate, bias_up, activation, residual, out_dtype, m: int, n: in
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS}")
         gpu = gpu_key(torch.cuda.get_device_name(x.device))
-        rule = tuned.rule_for(gpu, dtype_name("x", x.dtype), n, k, m, "gated") if tuned_tables_enabled() else None
+        rule = tuned.rule_for(gpu, dtype_name("x", x.dtype), n, k, m, "gated") if tuned.tables_enabled() else None
         rule = rule or heuristics.rule_for("sm90a", gpu, row)
         spec = GatedSpec(dtype_name("x", x.dtype), dtype_name("out", out_dtype), activation, bias=bias is not None,
                          residual=residual is not None, bias_dtype=dtype_name("bias", key[2]),

@@ -11,7 +11,6 @@ A plain eager call skips the dispatcher and runs the same implementation directl
 """
 from __future__ import annotations
 
-import os
 import threading
 from functools import lru_cache
 from typing import Dict, Optional, Tuple
@@ -60,9 +59,7 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
     return hit
 
 
-def tuned_tables_enabled() -> bool:
-    """FUSED_GEMM_TUNED=0 makes every op ignore the shipped per-GPU tables (the heuristics decide)."""
-    return os.environ.get("FUSED_GEMM_TUNED", "1") not in ("0", "")
+tuned_tables_enabled = tuned.tables_enabled
 
 
 def gemm_rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:

@@ -30,7 +30,6 @@ from ..generator import Epilogue, GemmSpec, LaunchOptions, QuantSpec, SpecError
 from ..generator.gemm import tuned
 from ..generator.gemm.heuristics import FP8_RULES, first_row
 from ..generator.gemm.spec import ACTIVATIONS
-from ..gemm.linear import tuned_tables_enabled
 from ..gemm.op import GemmOp
 from ..kernel_op import DTYPE_NAMES, dtype_name
 from ..torch_ops import define, _dispatch_modes, _is_compiling, no_output
@@ -158,7 +157,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
                             b_scale=w_per_tensor, bias=bias_dtype is not None, activation=act,
                             residual=residual_dtype is not None)
         rule = None
-        if not fast and tuned_tables_enabled():
+        if not fast and tuned.tables_enabled():
             rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k,
                                   tuned.M_BUCKETS[bucket], "fp8")
         rule = rule or FP8_RULES[fast][row]
@@ -202,7 +201,7 @@ def fp8_linear(x: Tensor, weight: Tensor, x_scale: Tensor, w_scale: Tensor, bias
     per output channel ([N] or [N, 1]); bias: [N] (default dtype: the output's); residual: [..., N]
     (may be ``out``).  Output: out_dtype (or out.dtype), bf16 by default, fp16 or fp32.  fp32
     accumulation, the tensor cores' sums added into fp32 every 128 of K at decode sizes and every 256
-    in prefill (the GPU's tuned table, else generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
+    or 512 in prefill (the GPU's tuned table, else 256: generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
     (faster, less accurate at large K: torch._scaled_mm's flag of the same name).
     """
     args = (x, weight, x_scale, w_scale, bias, activation, residual)

@@ -15,7 +15,7 @@ from .. import checks, jit
 from ..generator import LaunchOptions
 from ..generator.gemm import tuned
 from ..generator.gemm.tuned import bucket_of, gpu_key
-from ..gemm.linear import gemm_rule, tuned_tables_enabled
+from ..gemm.linear import gemm_rule
 from ..generator.rope import RopeSpec
 from ..generator.rope import heuristics as rope_heuristics
 from ..kernel_op import DTYPE_NAMES
@@ -36,10 +36,8 @@ def select(x, bias, head_dim, rotary_dim, style, m, n: int = -1) -> Tuple[RopeOp
         dtype = DTYPE_NAMES[x.dtype]
         gemm = gemm_rule(x, dtype, n, k, bucket)
         base = RopeSpec(dtype, head_dim, rotary_dim, style, bias is not None)
-        gpu = gpu_key(torch.cuda.get_device_name(x.device)) if tuned_tables_enabled() else None
-        # qkv_rope's own tuned entries are for the NeoX style over whole heads: what `tune --op qkv_rope` times
-        own = tuned.rule_for(gpu, dtype, n, k, m, "qkv_rope") if gpu and (style, rotary_dim) == ("neox", head_dim) \
-            else None
+        gpu = gpu_key(torch.cuda.get_device_name(x.device)) if tuned.tables_enabled() else None
+        own = tuned.rule_for(gpu, dtype, n, k, m, "qkv_rope") if gpu else None   # choose() checks its geometry
         spec, launch = rope_heuristics.choose(base, gemm, m, gpu, n, k, own)
         return jit.compile(spec), launch
     key = (x.dtype, bias is not None, head_dim, rotary_dim, style, n, k, bucket, rope_heuristics.l1_row(m),

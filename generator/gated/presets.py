@@ -9,12 +9,25 @@ from .spec import GatedSpec
 
 def gated_specs(dtype: str = "bf16", activation: str = "silu", bias: bool = False, residual: bool = False,
                 out_dtype=None, arch: str = "sm90a") -> List[GatedSpec]:
-    """The kernels ``gated_linear`` uses for these arguments, one per M bucket of its table (and of
-    each GPU's own rows)."""
+    """The kernels ``gated_linear`` uses for these arguments from its heuristic table, one per M bucket
+    (and of each GPU's own rows); gpu_gated_specs adds a GPU's tuned entries."""
     configs = dict.fromkeys([rule.config for rule in RULES[arch]] +
                             [rule.config for rows in GPU_ROWS.values() for rule in rows])
     return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=c, arch=arch,
                       vector_store=vector_store(c)) for c in configs]
+
+
+def gpu_gated_specs(gpu: str, dtype: str = "bf16", activation: str = "silu", bias: bool = False,
+                    residual: bool = False, out_dtype=None) -> List[GatedSpec]:
+    """Every kernel ``gated_linear`` may pick on ``gpu`` (a tuned-table key such as 'h100') for these
+    arguments: the heuristic's and the tuned table's gated entries.  ``fused_gemm.warmup(*gpu_gated_specs(...))``
+    builds and prepares them ahead of a CUDA-graph capture."""
+    from ..gemm import tuned
+    table = tuned.load(gpu)
+    configs = [s.config for s in gated_specs(dtype, activation, bias, residual, out_dtype)]
+    configs += [e.config for e in table.entries if e.op == "gated" and e.dtype == dtype] if table else []
+    return [GatedSpec(dtype, out_dtype, activation, bias=bias, residual=residual, config=c,
+                      vector_store=vector_store(c)) for c in dict.fromkeys(configs)]
 
 
 def _gpu_tests() -> List[GatedSpec]:

@@ -32,7 +32,8 @@ def linear_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype=None, re
 
 def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf16", residual_dtype=None,
                      bias_dtype=None, fast_accum: bool = False, arch: str = "sm90a") -> List[GemmSpec]:
-    """The kernels ``fused_gemm.fp8_linear`` uses for this epilogue, one per M bucket of FP8_RULES."""
+    """The kernels ``fused_gemm.fp8_linear`` uses for this epilogue, one per M bucket of FP8_RULES
+    (gpu_fp8_specs adds a GPU's tuned entries)."""
     ep = Epilogue.parse(epilogue)
     return [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
                      epilogue=ep, config=rule.config, fast_accum=fast_accum, promotion=rule.promotion, arch=arch)
@@ -72,6 +73,19 @@ def _decode_tests() -> Iterable[GemmSpec]:
     yield GemmSpec("bf16", out_dtype="fp32", epilogue="bias+residual", config=DECODE_TEST_CONFIG)
     yield GemmSpec("bf16", epilogue="bias+residual", config=DECODE_TEST_CONFIG)   # in place
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=DECODE_TEST_CONFIG)  # refuses pdl launches
+
+
+def gpu_fp8_specs(gpu: str, epilogue: str = "row_scale+col_scale", out_dtype: str = "bf16", residual_dtype=None,
+                  bias_dtype=None) -> List[GemmSpec]:
+    """Every kernel ``fp8_linear`` may pick on ``gpu`` (a tuned-table key) for this epilogue, in both
+    accumulation modes: FP8_RULES's and the tuned table's fp8 entries (precise accumulation, prefill).
+    ``fused_gemm.warmup(*gpu_fp8_specs(...))`` builds and prepares them ahead of a CUDA-graph capture."""
+    specs = [s for fast in (False, True) for s in fp8_linear_specs(epilogue, out_dtype, residual_dtype, bias_dtype, fast)]
+    table = tuned.load(gpu)
+    specs += [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
+                       epilogue=Epilogue.parse(epilogue), config=e.config, promotion=e.promotion)
+              for e in (table.entries if table else ()) if e.op == "fp8"]
+    return list(dict.fromkeys(specs))
 
 
 def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_dtype=None, residual_dtype=None,

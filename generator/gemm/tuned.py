@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -118,8 +119,11 @@ class TunedTable:
 
     @classmethod
     def from_json(cls, text: str) -> "TunedTable":
+        """A table file; entries of an op this version does not know (a newer tuner's) are left out, so that
+        they cannot take the other ops' entries down with them."""
         d = json.loads(text)
-        return cls(d["gpu"], d.get("meta", {}), tuple(Entry.from_json(e) for e in d["entries"]))
+        return cls(d["gpu"], d.get("meta", {}),
+                   tuple(Entry.from_json(e) for e in d["entries"] if e.get("op", "linear") in OPS))
 
 
 _BIG_M = 1 << 62
@@ -134,6 +138,11 @@ def _index(entries: Tuple[Entry, ...]) -> Dict[Tuple[str, str, int, int], Tuple[
         es.sort(key=lambda e: e.m)
         out[key] = tuple(e.rule(_BIG_M if i == len(es) - 1 else e.m) for i, e in enumerate(es))
     return out
+
+
+def tables_enabled() -> bool:
+    """FUSED_GEMM_TUNED=0 makes every op ignore the shipped per-GPU tables (the heuristics decide)."""
+    return os.environ.get("FUSED_GEMM_TUNED", "1") not in ("0", "")
 
 
 def table_path(gpu: str) -> Path:

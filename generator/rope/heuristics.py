@@ -2,7 +2,8 @@
 
 In order of precedence:
   * the GPU's tuned table's qkv_rope entries (`fused-gemm tune --op qkv_rope`: Llama-3-8B, Llama-3-70B
-    TP8 and Qwen2.5-7B QKV weights, NeoX over whole heads);
+    TP8 and Qwen2.5-7B QKV weights, NeoX with full rotary over 128-wide heads).  For those shapes and that
+    geometry they take the place of SHAPE_ROWS and ROWS below, which serve the other geometries and shapes;
   * SHAPE_ROWS: kernels a GPU measured best for one QKV weight shape, per M bucket
     (perf/bench_rope.py --launch-sweep);
   * ROWS: kernels measured best on every GPU, per M bucket, for any shape;
@@ -106,18 +107,27 @@ def measured_rows() -> List[MeasuredRow]:
     return [*ROWS.values(), *(row for shapes in SHAPE_ROWS.values() for rows in shapes.values() for row in rows.values())]
 
 
+# What `fused-gemm tune --op qkv_rope` times (fused_gemm/bench/tune.py RopeWork): the tuned entries, keyed by
+# the weight's shape only, serve calls of this geometry; any other falls through to the rows below.
+TUNED_STYLE, TUNED_HEAD_DIM = "neox", 128
+
+
+def tuned_geometry(spec: RopeSpec) -> bool:
+    return (spec.style, spec.head_dim, spec.rotary_dim) == (TUNED_STYLE, TUNED_HEAD_DIM, TUNED_HEAD_DIM)
+
+
 def choose(base: RopeSpec, gemm_rule: Optional[Rule], m: int, gpu: Optional[str] = None, n: int = -1,
            k: int = -1, rope_rule: Optional[Rule] = None) -> Tuple[RopeSpec, LaunchOptions]:
     """qkv_rope's kernel and launch options for M tokens of an [n, k] weight on ``gpu`` (a tuned-table
     key, or None), given the GEMM's rule for the shape (its tuned table's entry, or None) and qkv_rope's
-    own tuned entry (``fused-gemm tune --op qkv_rope``, or None), which wins when there is one (with
-    this rule's shared-memory reserve).  Otherwise a measured row for M's bucket wins.  Otherwise prefill takes the GEMM's tuned tile and launch options where
+    own tuned entry (``fused-gemm tune --op qkv_rope``, or None), which wins for the geometry it was tuned
+    with (TUNED_STYLE, full rotary over TUNED_HEAD_DIM; with this rule's shared-memory reserve).  Otherwise a measured row for M's bucket wins.  Otherwise prefill takes the GEMM's tuned tile and launch options where
     the rope epilogue can run that tile (the epilogue hides behind the other warpgroup's MMA, so
     what is fastest for the GEMM is nearly so here); otherwise the heuristic's tile, with the tuned
     launch options when the tiles agree.  A tuned swap-AB (decode) tile is not taken: on an H100 the
     rope epilogue on the GEMM's tuned 64x32 decode tile ran 1.08x the GEMM at M = 16, against 0.99x
     on the heuristic's 64x16."""
-    if rope_rule is not None and base.accepts(rope_rule.config):
+    if rope_rule is not None and tuned_geometry(base) and base.accepts(rope_rule.config):
         return replace(base.with_config(rope_rule.config), l1_reserve_kb=l1_reserve_kb(m, rope_rule.config, gpu)), \
             rope_rule.launch
     row = measured_row(gpu, n, k, m)
