@@ -27,12 +27,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .. import jit
-from ..generator import GemmSpec, LaunchOptions, SpecError, build_many
-from ..generator.gated import GatedSpec, heuristics as gated_heuristics
+from ..generator import LaunchOptions, SpecError, build_many
 from ..generator.gemm import tuned, tuning_space
-from ..generator.gemm.spec import Epilogue
+from ..generator.gemm.presets import tuned_kernel
 from ..generator.gemm.tuned import Entry, TunedTable
-from ..generator.rope import RopeSpec, heuristics as rope_heuristics
+from ..generator.rope import heuristics as rope_heuristics
 from . import environment
 from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, rel_error, rotary_neox
 from .sweep import timed_in_graph
@@ -160,7 +159,7 @@ class LinearWork(Workload):
 
     @classmethod
     def spec(cls, candidate, dtype):
-        return GemmSpec(_DTYPE[dtype], epilogue=TUNE_EPILOGUE, config=candidate.config)
+        return tuned_kernel("linear", _DTYPE[dtype], candidate.config)
 
     def set_bytes(self):
         return 2 * (self.m * self.k + self.n * self.k + self.n + self.m * self.n)
@@ -205,8 +204,7 @@ class GatedWork(Workload):
 
     @classmethod
     def spec(cls, candidate, dtype):
-        return GatedSpec(_DTYPE[dtype], activation="silu", config=candidate.config,
-                         vector_store=gated_heuristics.vector_store(candidate.config))
+        return tuned_kernel("gated", _DTYPE[dtype], candidate.config)
 
     def set_bytes(self):
         return 2 * (self.m * self.k + self.n * self.k + self.m * self.n // 2)
@@ -249,8 +247,7 @@ class Fp8Work(Workload):
 
     @classmethod
     def spec(cls, candidate, dtype):
-        return GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
-                        config=candidate.config, promotion=candidate.promotion)
+        return tuned_kernel("fp8", "e4m3", candidate.config, candidate.promotion)
 
     def set_bytes(self):
         return self.m * self.k + self.n * self.k + 2 * self.m * self.n + 4 * (self.m + self.n)
@@ -302,9 +299,7 @@ class RopeWork(Workload):
 
     @classmethod
     def spec(cls, candidate, dtype, m: int = 1, gpu: Optional[str] = None):
-        config = candidate.config
-        return RopeSpec(_DTYPE[dtype], rope_heuristics.TUNED_HEAD_DIM, style=rope_heuristics.TUNED_STYLE,
-                        config=config, l1_reserve_kb=rope_heuristics.l1_reserve_kb(m, config, gpu))
+        return tuned_kernel("qkv_rope", _DTYPE[dtype], candidate.config, m=m, gpu=gpu)
 
     @classmethod
     def candidate_specs(cls, dtype, ms):

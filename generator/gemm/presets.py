@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, List
 from ..gemv import DecodeConfig
 from . import tuned, tuning_space
 from .heuristics import FP8_RULES, RULES
-from .spec import Epilogue, GemmSpec, TileConfig
+from .spec import FP8_PROMOTION, Epilogue, GemmSpec, TileConfig
 
 # Every activation once (with bias), plus residual, scales and everything together.
 TEST_EPILOGUES = [
@@ -101,25 +101,34 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
                      epilogue=Epilogue.parse(epilogue), config=c) for c in dict.fromkeys(configs)]
 
 
+def tuned_kernel(op: str, dtype: str, config, promotion: int = FP8_PROMOTION, m: int = 1, gpu: str = None):
+    """The kernel a tuned entry of ``op`` names, at the epilogue the op is tuned with (fused-gemm tune's
+    workloads build their candidates with it too): linear bias+gelu_tanh; gated SwiGLU; fp8 row x column
+    scales, bf16 out, at the entry's promotion; qkv_rope NeoX over 128-wide heads, with qkv_rope's
+    shared-memory reserve for M tokens on ``gpu``."""
+    if op == "linear":
+        return GemmSpec(dtype, epilogue="bias+gelu_tanh", config=config)
+    if op == "fp8":
+        return GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
+                        config=config, promotion=promotion)
+    if op == "gated":
+        from ..gated.heuristics import vector_store
+        from ..gated.spec import GatedSpec
+        return GatedSpec(dtype, activation="silu", config=config, vector_store=vector_store(config))
+    if op == "qkv_rope":
+        from ..rope import heuristics as rope
+        from ..rope.spec import RopeSpec
+        return RopeSpec(dtype, rope.TUNED_HEAD_DIM, style=rope.TUNED_STYLE, config=config,
+                        l1_reserve_kb=rope.l1_reserve_kb(m, config, gpu))
+    raise ValueError(f"no tuned kernels for op {op!r}; ops: {tuned.OPS}")
+
+
 def tuned_specs(gpu: str) -> list:
-    """Every kernel a shipped tuned table names, with the epilogue its op was tuned with: linear's
-    bias+gelu_tanh GEMMs, gated's SwiGLU kernels, fp8's row x column-scaled GEMMs and qkv_rope's NeoX
-    kernels (an AOT set: CMakeLists.txt)."""
-    from ..gated.heuristics import vector_store
-    from ..gated.spec import GatedSpec
-    from ..rope.heuristics import l1_reserve_kb
-    from ..rope.spec import RopeSpec
+    """Every kernel a shipped tuned table names, with the epilogue its op was tuned with (an AOT set:
+    CMakeLists.txt)."""
     table = tuned.load(gpu)
-    specs = gpu_linear_specs(gpu, epilogue="bias+gelu_tanh", tuned_only=True)
-    for e in table.entries if table else ():
-        if e.op == "gated":
-            specs.append(GatedSpec(e.dtype, activation="silu", config=e.config, vector_store=vector_store(e.config)))
-        elif e.op == "fp8":
-            specs.append(GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
-                                  config=e.config, promotion=e.promotion))
-        elif e.op == "qkv_rope":   # the NeoX, full-rotary kernel its entries were tuned with (head dim 128)
-            specs.append(RopeSpec(e.dtype, config=e.config, l1_reserve_kb=l1_reserve_kb(e.m, e.config, gpu)))
-    return list(dict.fromkeys(specs))
+    return list(dict.fromkeys(tuned_kernel(e.op, e.dtype, e.config, e.promotion, e.m, gpu)
+                              for e in (table.entries if table else ())))
 
 
 def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
