@@ -173,6 +173,21 @@ def test_sweep_plan_times_each_shape_once():
         models.layers("gpt-5")
 
 
+def test_sweep_resume_keys_hold_the_heads(tmp_path):
+    """A resumed sweep skips the rows its CSV holds, heads included: a qkv_rope row of llama3-8b's heads does
+    not stand in for another model's QKV of the same shape; a GEMM row has no heads."""
+    from fused_gemm.bench import sweep
+    assert sweep.geometry_name("linear", "llama3-8b") == ""
+    assert sweep.geometry_name("qkv_rope", "llama3-70b-tp8") == "h8_kv1_d128"
+    path = tmp_path / "s.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=sweep.COLUMNS)
+        writer.writeheader()
+        writer.writerow({"op": "qkv_rope", "epilogue": "neox", "dtype": "bfloat16", "N": 6144, "K": 4096, "M": 16,
+                         "geometry": "h32_kv8_d128"})
+    assert sweep._done(path) == {("qkv_rope", "neox", "bfloat16", "6144", "4096", "16", "h32_kv8_d128")}
+
+
 def test_sweep_plan_attention_ops_take_the_models_heads():
     from fused_gemm.bench import catalog, sweep
     ops = {"qkv_rope": "neox", "attention": "causal", "decode_attention": "b32"}

@@ -46,9 +46,16 @@ KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 # fused epilogue, torch.compile, torch._scaled_mm (fp8), torch._weight_int4pack_mm (int4), SDPA (attention: its fastest
 # backend in the run; decode attention: its default dispatch).
 BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm", "sdpa")
-COLUMNS = KEY + ("preset", "layer", "kernel", "timing", "ours_us") + tuple(f"{b}_us" for b in BASELINES) + \
-    tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
+COLUMNS = KEY + ("preset", "layer", "geometry", "kernel", "timing", "ours_us") + \
+    tuple(f"{b}_us" for b in BASELINES) + tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
                                                   "rel_err", "ok", "cold_us", "cold_speedup")
+
+
+def geometry_name(op: str, preset: str) -> str:
+    """The heads an attention-shaped op's row was timed with ('h32_kv8_d128'; '' for the GEMM ops): with
+    KEY, what makes a row (a shape two presets share with other heads is another row)."""
+    g = OPS[op].geometry(preset)
+    return f"h{g['heads']}_kv{g['kv_heads']}_d{g['head_dim']}" if g else ""
 
 
 def timed_in_graph(m: int, flop: float) -> bool:
@@ -133,7 +140,8 @@ def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer:
             kernel += f" ({column}: {best})"
     ours = t["ours_s"]
     row = {"op": op_name, "epilogue": epilogue, "dtype": str(dtype).replace("torch.", ""), "N": n, "K": k, "M": m,
-           "preset": preset, "layer": layer, "kernel": kernel, "timing": "graph" if t["graph"] else "eager",
+           "preset": preset, "layer": layer, "geometry": geometry_name(op_name, preset), "kernel": kernel,
+           "timing": "graph" if t["graph"] else "eager",
            "ours_us": ours * 1e6}
     for name in BASELINES:
         row[f"{name}_us"] = t[f"{name}_s"] * 1e6 if f"{name}_s" in t else float("nan")
@@ -155,10 +163,12 @@ def run_row(op_name: str, epilogue: str, dtype: torch.dtype, preset: str, layer:
 
 
 def _done(path: Path) -> set:
+    """The rows a CSV holds: KEY and the geometry (a file written before that column reads '' there, so its
+    attention-shaped rows are timed again on resume)."""
     if not path.is_file():
         return set()
     with path.open() as f:
-        return {tuple(r[c] for c in KEY) for r in csv.DictReader(f)}
+        return {tuple(r[c] for c in KEY) + (r.get("geometry") or "",) for r in csv.DictReader(f)}
 
 
 def _progress(i: int, total: int, started: float, label: str) -> None:
@@ -196,7 +206,8 @@ def sweep(ops: Sequence[str], presets: Sequence[str], out_dir: Path, ms: Sequenc
     todo = plan(ops, presets, ms, epilogues)
     dname = str(dtype).replace("torch.", "")
     done = _done(csv_path)
-    todo = [r for r in todo if (r[0], r[1], dname, str(r[4]), str(r[5]), str(r[6])) not in done]
+    todo = [r for r in todo if (r[0], r[1], dname, str(r[4]), str(r[5]), str(r[6]), geometry_name(r[0], r[2]))
+            not in done]
     warm_gpu()
     ceilings = Ceilings.measure(dtype)
     env = environment.describe()
