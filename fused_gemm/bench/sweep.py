@@ -47,8 +47,8 @@ KEY = ("op", "epilogue", "dtype", "N", "K", "M")
 # backend in the run; decode attention: its default dispatch).
 BASELINES = ("mm", "eager", "cublaslt", "compile", "scaled_mm", "tinygemm", "sdpa")
 COLUMNS = KEY + ("preset", "layer", "geometry", "kernel", "timing", "ours_us") + \
-    tuple(f"{b}_us" for b in BASELINES) + tuple(f"speedup_vs_{b}" for b in BASELINES) + ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio",
-                                                  "rel_err", "ok", "cold_us", "cold_speedup")
+    tuple(f"{b}_us" for b in BASELINES) + tuple(f"speedup_vs_{b}" for b in BASELINES) + \
+    ("tflops", "gbps", "pct_of_ceiling", "floor_us", "floor_ratio", "rel_err", "ok", "cold_us", "cold_speedup")
 
 
 def geometry_name(op: str, preset: str) -> str:
