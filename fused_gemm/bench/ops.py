@@ -6,7 +6,7 @@ An op is a function (shape, M, dtype, options) -> Case; fused_gemm.bench.catalog
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -310,6 +310,16 @@ def packed_positions(m: int, max_position: int, run: int = 2048, device="cuda"):
 ROPE_MAX_POSITION = 32768
 
 
+def rope_error(got, x, w, positions, cache, heads: int, kv_heads: int, head_dim: int, rows: int) -> float:
+    """qkv_rope's (q, k, v) against F.linear + NeoX rotary in float64 on the first ``rows`` tokens (NaN if
+    any output element was never written)."""
+    if not written(*got):
+        return float("nan")
+    ref = rotary_neox(x[:rows].double() @ w.double().T, positions[:rows], cache.double(), heads, kv_heads, head_dim)
+    return rel_error(torch.cat([g[:rows].reshape(rows, -1) for g in got], 1),
+                     torch.cat([e.reshape(rows, -1) for e in ref], 1))
+
+
 def qkv_rope_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "neox", with_compile: bool = False,
                   *, heads: int, kv_heads: int, head_dim: int) -> Case:
     """fused_gemm.qkv_rope (packed weight, no bias) against torch.mm alone (no rotary: what the fusion
@@ -337,11 +347,7 @@ def qkv_rope_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "n
         rows = min(m, 256)
         poison((m, heads, head_dim), (m, kv_heads, head_dim), (m, kv_heads, head_dim), dtype=dtype)
         got = fused_gemm.qkv_rope(x, packed, positions=pos, cos_sin_cache=cache)
-        if not written(*got):
-            return float("nan")
-        ref = rotary_neox(x[:rows].double() @ w.double().T, pos[:rows], cache.double(), heads, kv_heads, head_dim)
-        return rel_error(torch.cat([g[:rows].reshape(rows, -1) for g in got], 1),
-                         torch.cat([e.reshape(rows, -1) for e in ref], 1))
+        return rope_error(got, x, w, pos, cache, heads, kv_heads, head_dim, rows)
 
     ours = [(lambda s=s: fused_gemm.qkv_rope(s[0], s[2], positions=s[3], cos_sin_cache=cache, check_positions=False))
             for s in sets]

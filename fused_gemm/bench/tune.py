@@ -33,7 +33,7 @@ from ..generator.gemm.presets import tuned_kernel
 from ..generator.gemm.tuned import Entry, TunedTable
 from ..generator.rope import heuristics as rope_heuristics
 from . import environment
-from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, rel_error, rotary_neox
+from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, rel_error, rope_error
 from .sweep import timed_in_graph
 from .timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
@@ -75,12 +75,9 @@ class Workload:
         return _DTYPE[dtype]
 
     @classmethod
-    def candidates(cls, m: int, dtype: torch.dtype = torch.bfloat16) -> Tuple[tuning_space.Candidate, ...]:
-        raise NotImplementedError
-
-    @classmethod
-    def spec(cls, candidate: tuning_space.Candidate, dtype: torch.dtype):
-        raise NotImplementedError
+    def space(cls, m: int, dtype: torch.dtype) -> Tuple[tuning_space.Candidate, ...]:
+        """The tuning space's candidates for M (before the op's spec has refused any)."""
+        return tuning_space.candidates("sm90a", _DTYPE[dtype], m)
 
     def set_bytes(self) -> int:
         raise NotImplementedError
@@ -99,14 +96,33 @@ class Workload:
 
     # -- shared -------------------------------------------------------------------------------------
     @classmethod
+    def spec(cls, candidate: tuning_space.Candidate, dtype: torch.dtype, m: int = 1, gpu: Optional[str] = None):
+        """The candidate's kernel at the op's tuned epilogue (for M tokens on ``gpu`` where that matters)."""
+        return tuned_kernel(cls.op, cls.table_dtype(dtype), candidate.config, candidate.promotion, m, gpu)
+
+    @classmethod
+    def candidates(cls, m: int, dtype: torch.dtype = torch.bfloat16) -> Tuple[tuning_space.Candidate, ...]:
+        """The space's candidates whose kernel the op can build (a tile its epilogue takes)."""
+        out = []
+        for c in cls.space(m, dtype):
+            try:
+                cls.spec(c, dtype, m)
+            except (SpecError, AttributeError):   # a tile the epilogue refuses, or a decode kernel it has none for
+                continue
+            out.append(c)
+        return tuple(out)
+
+    @classmethod
     def candidate_specs(cls, dtype: torch.dtype, ms: Sequence[int]) -> list:
-        """Every kernel the tuner may time for these M values (what `fused-gemm tune` builds first)."""
-        by_name = {c.name: c for m in ms for c in cls.candidates(m, dtype)}
-        return [cls.spec(c, dtype) for c in by_name.values()]
+        """Every kernel the tuner may time for these M values on any GPU (what `fused-gemm tune` builds
+        first; qkv_rope's shared-memory reserve differs by GPU, rope_heuristics.GPU_L1_RESERVE_ROWS)."""
+        gpus = (None, *rope_heuristics.GPU_L1_RESERVE_ROWS)
+        return list(dict.fromkeys(cls.spec(c, dtype, m, gpu) for gpu in gpus for m in ms
+                                  for c in cls.candidates(m, dtype)))
 
     def op_for(self, name: str):
         if name not in self.ops:
-            self.ops[name] = jit.compile(self.spec(self._candidates[name], self.dtype))
+            self.ops[name] = jit.compile(self.spec(self._candidates[name], self.dtype, self.m, environment.gpu_slug()))
         return self.ops[name]
 
     def launches(self, name: str) -> Tuple[LaunchOptions, ...]:
@@ -153,14 +169,6 @@ class Workload:
 class LinearWork(Workload):
     """linear(bias, gelu_tanh) against torch.mm (no epilogue)."""
 
-    @classmethod
-    def candidates(cls, m, dtype=torch.bfloat16):
-        return tuning_space.candidates("sm90a", _DTYPE[dtype], m)
-
-    @classmethod
-    def spec(cls, candidate, dtype):
-        return tuned_kernel("linear", _DTYPE[dtype], candidate.config)
-
     def set_bytes(self):
         return 2 * (self.m * self.k + self.n * self.k + self.n + self.m * self.n)
 
@@ -190,21 +198,6 @@ class GatedWork(Workload):
     weight: the GEMM alone, as linear's tables are tuned against it.  Candidates: linear's tiles that
     the pair epilogue takes (persistent scheduler, registers-to-global stores)."""
     op = "gated"
-
-    @classmethod
-    def candidates(cls, m, dtype=torch.bfloat16):
-        out = []
-        for c in tuning_space.candidates("sm90a", _DTYPE[dtype], m):
-            try:
-                cls.spec(c, dtype)
-            except (SpecError, AttributeError):   # a tile the pair epilogue cannot run, or a decode kernel
-                continue
-            out.append(c)
-        return tuple(out)
-
-    @classmethod
-    def spec(cls, candidate, dtype):
-        return tuned_kernel("gated", _DTYPE[dtype], candidate.config)
 
     def set_bytes(self):
         return 2 * (self.m * self.k + self.n * self.k + self.m * self.n // 2)
@@ -242,12 +235,8 @@ class Fp8Work(Workload):
         return "e4m3"
 
     @classmethod
-    def candidates(cls, m, dtype=FP8):
+    def space(cls, m, dtype=FP8):
         return tuning_space.candidates("sm90a", "e4m3", m)
-
-    @classmethod
-    def spec(cls, candidate, dtype):
-        return tuned_kernel("fp8", "e4m3", candidate.config, candidate.promotion)
 
     def set_bytes(self):
         return self.m * self.k + self.n * self.k + 2 * self.m * self.n + 4 * (self.m + self.n)
@@ -286,32 +275,8 @@ class RopeWork(Workload):
         super().__init__(dtype, n, k, m)
 
     @classmethod
-    def candidates(cls, m, dtype=torch.bfloat16):
-        out = []
-        for c in tuning_space.candidates("sm90a", _DTYPE[dtype], m) + tuple(
-                c for c in tuning_space.ROPE_EXTRA if c.serves(m)):
-            try:
-                cls.spec(c, dtype, m)
-            except (SpecError, AttributeError):   # a tile that splits heads unevenly, or a decode kernel
-                continue
-            out.append(c)
-        return tuple(out)
-
-    @classmethod
-    def spec(cls, candidate, dtype, m: int = 1, gpu: Optional[str] = None):
-        return tuned_kernel("qkv_rope", _DTYPE[dtype], candidate.config, m=m, gpu=gpu)
-
-    @classmethod
-    def candidate_specs(cls, dtype, ms):
-        """Every GPU's: the shared-memory reserve differs by GPU (rope_heuristics.GPU_L1_RESERVE_ROWS)."""
-        gpus = (None, *rope_heuristics.GPU_L1_RESERVE_ROWS)
-        return list(dict.fromkeys(cls.spec(c, dtype, m, gpu) for gpu in gpus for m in ms
-                                  for c in cls.candidates(m, dtype)))
-
-    def op_for(self, name):
-        if name not in self.ops:
-            self.ops[name] = jit.compile(self.spec(self._candidates[name], self.dtype, self.m, environment.gpu_slug()))
-        return self.ops[name]
+    def space(cls, m, dtype=torch.bfloat16):
+        return super().space(m, dtype) + tuple(c for c in tuning_space.ROPE_EXTRA if c.serves(m))
 
     def set_bytes(self):
         return 2 * (self.n * self.k + self.m * (self.k + self.n))
@@ -334,12 +299,7 @@ class RopeWork(Workload):
         x, w, packed, pos = self.make()
         rows = min(self.m, 256)
         got = self.call(self.op_for(variant[0]), (x, w, packed, pos), variant[1])
-        if any(torch.isnan(t).any() for t in got):
-            return float("nan")
-        ref = rotary_neox(x[:rows].double() @ w.double().T, pos[:rows], self.cache.double(), self.heads,
-                          self.kv_heads, self.head_dim)
-        return rel_error(torch.cat([g[:rows].reshape(rows, -1) for g in got], 1),
-                         torch.cat([e.reshape(rows, -1) for e in ref], 1))
+        return rope_error(got, x, w, pos, self.cache, self.heads, self.kv_heads, self.head_dim, rows)
 
 
 def rope_geometry(n: int, k: int) -> Tuple[int, int, int]:
