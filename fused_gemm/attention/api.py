@@ -73,24 +73,25 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
     op = select(q, causal, seqlen_q)
     checked = op.check(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
-    if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen:
+    if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen and op.spec.arch == "sm90a":
         routed = _on_decode_kernel(q, k, v, checked.scale, return_lse, checked.strides)
         if routed is not None:
             return routed
-    return op.launch_checked(q, k, v, checked, return_lse)
+    return op.enqueue(q, k, v, checked, return_lse)
 
 
 def _on_decode_kernel(q, k, v, scale, return_lse, strides):
     """A causal prefill of Sq <= SHORT_MAX_Q queries over Sk >= Sq keys (or one query over any) is what the
     decode kernel computes for Sq new tokens over full caches of Sk keys (its token t sees keys
     j <= Sk - Sq + t: attention's bottom-right mask); it packs a GQA group's queries into 16-row tiles
-    where the prefill kernel would spend a 128-row tile on each head's few queries.  None: not this
-    case, an arch the decode kernels are not built for, or a CUDA-graph capture before the decode
-    kernel was loaded (warm up with the short shapes first): the prefill kernel serves those."""
+    where the prefill kernel would spend a 128-row tile on each head's few queries (the caller routes
+    sm90a calls only: the decode kernels are built for it alone).  None: not this case, or a CUDA-graph
+    capture before the decode kernel was loaded (warm up with the short shapes first): the prefill
+    kernel serves those."""
     b, sq, hq, _ = q.shape
     sk, hkv = k.shape[1], k.shape[2]
     dev = q.get_device()
-    if not 1 <= sq <= min(sk, SHORT_MAX_Q) or backend(dev) != "sm90a" or not DecodeOp.fits(b, sq, hq, hkv, sk):
+    if not 1 <= sq <= min(sk, SHORT_MAX_Q) or not DecodeOp.fits(b, sq, hq, hkv, sk):
         return None
     if torch.cuda.is_current_stream_capturing():
         op = decode_selected(q)

@@ -102,12 +102,12 @@ class AttentionOp(KernelOp):
             check_lengths=False):
         """Validate, then launch on q's device's current stream: (o, lse or None)."""
         checked = self.check(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
-        return self.launch_checked(q, k, v, checked, return_lse)
+        return self.enqueue(q, k, v, checked, return_lse)
 
     def check(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
               check_lengths=False) -> "Checked":
         """The one validation path of the attention ops: every argument, before anything is launched
-        (fused_gemm.attention's short route launches the decode kernel with what this returns)."""
+        (fused_gemm.attention's short route gives what this returns to the decode kernel's enqueue)."""
         spec = self.spec
         checks.tensor("q", q, self._dtype, None)
         dev = q.get_device()
@@ -177,8 +177,8 @@ class AttentionOp(KernelOp):
         return Checked(dev, varlen, batch, hq, hkv, max_q, max_k, total_q, total_k, cu_q, cu_k, scale,
                        ((q_batch, q_row, q_head), (k_batch, k_row, k_head), (v_batch, v_row, v_head)))
 
-    def launch_checked(self, q, k, v, c: "Checked", return_lse):
-        """Launch on what check() accepted: (o, lse or None)."""
+    def enqueue(self, q, k, v, c: "Checked", return_lse):
+        """The launch, on what check() accepted (as DecodeOp.enqueue on what its run checked): (o, lse or None)."""
         spec, dev, varlen, batch, hq, hkv = self.spec, c.dev, c.varlen, c.batch, c.hq, c.hkv
         max_q, max_k, total_q, total_k, D = c.max_q, c.max_k, c.total_q, c.total_k, spec.head_dim
         cu_q, cu_k = c.cu_q, c.cu_k

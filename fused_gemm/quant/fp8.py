@@ -201,8 +201,9 @@ def fp8_linear(x: Tensor, weight: Tensor, x_scale: Tensor, w_scale: Tensor, bias
     per output channel ([N] or [N, 1]); bias: [N] (default dtype: the output's); residual: [..., N]
     (may be ``out``).  Output: out_dtype (or out.dtype), bf16 by default, fp16 or fp32.  fp32
     accumulation, the tensor cores' sums added into fp32 every 128 of K at decode sizes and every 256
-    or 512 in prefill (the GPU's tuned table, else 256: generator/gemm/heuristics.py FP8_RULES); ``use_fast_accum=True`` leaves it to the tensor cores
-    (faster, less accurate at large K: torch._scaled_mm's flag of the same name).
+    or 512 in prefill (the GPU's tuned table, else 256: generator/gemm/heuristics.py FP8_RULES);
+    ``use_fast_accum=True`` leaves it to the tensor cores (faster, less accurate at large K:
+    torch._scaled_mm's flag of the same name).
     """
     args = (x, weight, x_scale, w_scale, bias, activation, residual)
     if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
