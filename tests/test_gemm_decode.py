@@ -45,10 +45,12 @@ def test_unroll_is_named_checked_and_rendered():
     assert DecodeConfig(16, 4, 1, unroll=3).name == "decode_t16_w4_b1_u3"
     assert DecodeConfig(16, 4, 1).name == "decode_t16_w4_b1"          # the kernel's own: names unchanged
     assert config_from_name("decode_t16_w4_b1_u3") == DecodeConfig(16, 4, 1, unroll=3)
-    for bad in (dict(blocks=2, unroll=3), dict(blocks=1, unroll=4)):
+    assert config_from_name("decode_t8_w4_b1_u4") == DecodeConfig(8, 4, 1, unroll=4)
+    for bad in (dict(blocks=2, unroll=3), dict(blocks=1, unroll=5), dict(blocks=1, unroll=2)):
         with pytest.raises(SpecError, match="decode unroll"):
             DecodeConfig(16, 4, **bad)
     assert "kUnroll = 3;" in render(GemmSpec("bf16", config=DecodeConfig(16, 4, 1, unroll=3)))
+    assert "kUnroll = 4;" in render(GemmSpec("bf16", config=DecodeConfig(8, 4, 1, unroll=4)))
     assert "kUnroll" not in render(GemmSpec("bf16", config=DECODE_TEST_CONFIG))
     with pytest.raises(SpecError, match="int4 one has none"):
         fused_gemm.Int4Spec("bf16", config=DecodeConfig(16, 4, 1, unroll=3))
@@ -133,7 +135,7 @@ def test_configs_and_k_splits(config, n, k, splits):
     ep = Epilogue.parse("bias+gelu_tanh")
     op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=config))
     launch = LaunchOptions(splits=splits, pdl=True)
-    for m in sorted({1, config.tokens // 2 + 1, config.tokens}):
+    for m in sorted({1, min(8, config.tokens), config.tokens // 2 + 1, config.tokens}):   # 8: one tile of 16
         g = operands(ep, (m,), n, k, torch.bfloat16)
         got = _call(op, ep, g, out=_poisoned(m, n), launch=launch)
         assert_close(got, reference(ep, **g), torch.bfloat16)

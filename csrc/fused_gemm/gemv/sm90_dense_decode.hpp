@@ -146,7 +146,8 @@ struct DenseDecode {
   static constexpr int kChunk = 64;                       // K per chunk: a row's 128-byte line
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
   // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
-  // config names (Kernel::kUnroll: 3 fits two CTAs an SM, each with half as much again in flight).
+  // config names (Kernel::kUnroll: 3 fits two 16-token CTAs an SM, each with half as much again in
+  // flight; 4, two 8-token ones).
   static constexpr int kUnroll = dense_decode::unroll_of<Kernel>(kBlocks >= 2 ? 1 : 2);
   static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
 
@@ -189,7 +190,16 @@ struct DenseDecode {
     }
   }
 
-  CUTLASS_DEVICE static void compute(typename Split::Acc &acc, Chunk const &c) {
+  // Accumulators: the tiles' C fragments, and at least two slots.  With one live token tile (kLive 1:
+  // every token is among the first 8) a chunk's MMAs alternate between slots 0 and 1, so that
+  // consecutive ones do not wait for each other (an mma.sync chain on one accumulator runs at its
+  // latency, not its rate); finish() gets their sum.
+  static constexpr int kSlots = 2;   // kTiles is 1 or 2
+  using Accs = float[kBlocks][kSlots][4];
+
+  // The MMAs of one chunk for the first kLive token tiles.
+  template <int kLive>
+  CUTLASS_DEVICE static void compute(Accs &acc, Chunk const &c) {
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < 2; ++s) {
       CUTLASS_PRAGMA_UNROLL
@@ -200,10 +210,10 @@ struct DenseDecode {
           uint32_t const a0 = half ? lo.z : lo.x, a2 = half ? lo.w : lo.y;
           uint32_t const a1 = half ? hi.z : hi.x, a3 = half ? hi.w : hi.y;
           CUTLASS_PRAGMA_UNROLL
-          for (int t = 0; t < kTiles; ++t) {
+          for (int t = 0; t < kLive; ++t) {
             uint4 const &xv = c.x[t][s];
             uint32_t const b0 = half ? xv.z : xv.x, b1 = half ? xv.w : xv.y;
-            float *d = acc[b][t];
+            float *d = acc[b][kLive == 1 ? half : t];
             Mma::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, b0, b1, d[0], d[1], d[2], d[3]);
           }
         }
@@ -217,6 +227,26 @@ struct DenseDecode {
     if constexpr (Kernel::kRowScale) v *= p.row_scale[token];
     if constexpr (Kernel::kColScale) v *= p.col_scale[n];
     gemv::store_output<Kernel>(p, token, n, v);
+  }
+
+  // The mainloop over the warp's chunks [begin, end): two register stages, one loading while the other
+  // feeds the MMAs.
+  template <int kLive>
+  CUTLASS_DEVICE static void stream(Accs &acc, Lane const &lane, int begin, int end, int k) {
+    Stage s0, s1;
+    CUTLASS_PRAGMA_UNROLL
+    for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, begin + u, end, k);
+    for (int c = begin; c < end; c += 2 * kUnroll) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) load(s1[u], lane, c + kUnroll + u, end, k);
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) compute<kLive>(acc, s0[u]);
+      if (c + kUnroll >= end) break;
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, c + 2 * kUnroll + u, end, k);
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < kUnroll; ++u) compute<kLive>(acc, s1[u]);
+    }
   }
 
   static __device__ void run(DenseDecodeParams const &p, SharedStorage &smem) {
@@ -262,20 +292,25 @@ struct DenseDecode {
     // does not change while the kernel runs) stays after this wait.
     gemv::wait_for_previous_grid();
 
-    typename Split::Acc acc = {};
-    Stage s0, s1;
+    // Up to 8 tokens fit the first token tile: a 16-token kernel then skips the second's MMAs, and its
+    // MMAs alternate between two accumulator sets (M = 1, time / HBM floor, H200 / H100: 4096 x 4096
+    // with three chunks a stage 1.28 -> 1.21x / 1.08 -> 1.04x; 14336 x 4096 with one block 1.23 ->
+    // 1.13x / 1.08 -> 1.04x; perf/results/h{200,100}_decode_tile_skip.txt).
+    Accs accs = {};
+    if (kTiles == 1 || p.m <= 8) {
+      stream<1>(accs, lane, begin, end, p.k);
+    } else {
+      stream<kTiles>(accs, lane, begin, end, p.k);
+    }
+    typename Split::Acc acc;
     CUTLASS_PRAGMA_UNROLL
-    for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, begin + u, end, p.k);
-    for (int c = begin; c < end; c += 2 * kUnroll) {
+    for (int b = 0; b < kBlocks; ++b) {
       CUTLASS_PRAGMA_UNROLL
-      for (int u = 0; u < kUnroll; ++u) load(s1[u], lane, c + kUnroll + u, end, p.k);
-      CUTLASS_PRAGMA_UNROLL
-      for (int u = 0; u < kUnroll; ++u) compute(acc, s0[u]);
-      if (c + kUnroll >= end) break;
-      CUTLASS_PRAGMA_UNROLL
-      for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, c + 2 * kUnroll + u, end, p.k);
-      CUTLASS_PRAGMA_UNROLL
-      for (int u = 0; u < kUnroll; ++u) compute(acc, s1[u]);
+      for (int i = 0; i < 4; ++i) {
+        // Slot 1 holds either the second tile's sums or the first tile's second chain.
+        acc[b][0][i] = kTiles == 1 || p.m <= 8 ? accs[b][0][i] + accs[b][1][i] : accs[b][0][i];
+        if constexpr (kTiles > 1) acc[b][1][i] = accs[b][1][i];
+      }
     }
     // Every load is issued: the next kernel may start (and prefetch) during the reduction.
     if (!p.overlap.early) gemv::allow_next_grid();
