@@ -41,7 +41,6 @@ struct Args {
   size_t bytes;          // the whole buffer
   unsigned *sink;        // written only if the xor of everything hits a magic value: keeps the loads
   int pdl_early;
-  int row_bytes;         // ldg_rows: the weight's row pitch
 };
 
 __device__ __forceinline__ void finish(Args const &a, uint32_t acc) {
@@ -151,14 +150,41 @@ struct Config {
   int ctas_per_sm, threads, smem, chunk, stages, grid = 0;   // grid: CTAs, overriding ctas_per_sm
 };
 
-static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size_t bytes, int row_bytes,
+// Median microseconds per call of a captured graph of `calls` calls (instantiated, warmed up, replayed 15
+// times; the graph is destroyed).
+static float replay_us(cudaGraph_t graph, cudaStream_t stream, int calls) {
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int w = 0; w < 3; ++w) CHECK(cudaGraphLaunch(exec, stream));
+  std::vector<float> ts;
+  for (int r = 0; r < 15; ++r) {
+    CHECK(cudaEventRecord(e0, stream));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaEventRecord(e1, stream));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms * 1e3f / calls);
+  }
+  std::sort(ts.begin(), ts.end());
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  return ts[ts.size() / 2];
+}
+
+static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size_t bytes,
                         unsigned *sink, bool pdl, int sms, cudaStream_t stream) {
   int const calls = 64;
   if (cfg.smem) CHECK(cudaFuncSetAttribute(cfg.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg.smem));
   cudaGraph_t graph;
   CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   for (int i = 0; i < calls; ++i) {
-    Args a{bufs[i % bufs.size()], bytes, sink, pdl ? 1 : 0, row_bytes};
+    Args a{bufs[i % bufs.size()], bytes, sink, pdl ? 1 : 0};
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
@@ -178,26 +204,7 @@ static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size
     }
   }
   CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (int w = 0; w < 3; ++w) CHECK(cudaGraphLaunch(exec, stream));
-  std::vector<float> ts;
-  for (int r = 0; r < 15; ++r) {
-    CHECK(cudaEventRecord(e0, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(e1, stream));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    ts.push_back(ms * 1e3f / calls);
-  }
-  std::sort(ts.begin(), ts.end());
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  return ts[ts.size() / 2];
+  return replay_us(graph, stream, calls);
 }
 
 int main(int argc, char **argv) {
@@ -279,24 +286,12 @@ int main(int argc, char **argv) {
       CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
       for (int i = 0; i < 64; ++i) CHECK(cudaMemcpyAsync(s0, bufs[i % nbuf], bytes, cudaMemcpyDeviceToDevice, stream));
       CHECK(cudaStreamEndCapture(stream, &graph));
-      cudaGraphExec_t exec;
-      CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      std::vector<float> ts;
-      for (int r = 0; r < 15; ++r) {
-        CHECK(cudaEventRecord(e0, stream));
-        CHECK(cudaGraphLaunch(exec, stream));
-        CHECK(cudaEventRecord(e1, stream));
-        CHECK(cudaEventSynchronize(e1));
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms * 1e3f / 64);
-      }
-      std::sort(ts.begin(), ts.end());
-      std::printf("%-24s %-12s %9.2f %9.2f %9.3f\n", "memcpy (read+write)", sh.name, floor_us, ts[7], ts[7] / floor_us);
+      float const t = replay_us(graph, stream, 64);
+      std::printf("%-24s %-12s %9.2f %9.2f %9.3f\n", "memcpy (read+write)", sh.name, floor_us, t, t / floor_us);
     }
     for (Config const &c : configs) {
-      float const t = time_graph(c, bufs, bytes, int(sh.cols * 2), sink, false, sms, stream);
-      float const tp = time_graph(c, bufs, bytes, int(sh.cols * 2), sink, true, sms, stream);
+      float const t = time_graph(c, bufs, bytes, sink, false, sms, stream);
+      float const tp = time_graph(c, bufs, bytes, sink, true, sms, stream);
       std::printf("%-24s %-12s %9.2f %9.2f %9.3f %9.3f\n", c.name, sh.name, floor_us, t, t / floor_us, tp / floor_us);
     }
     for (auto b : bufs) CHECK(cudaFree(b));
