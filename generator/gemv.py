@@ -11,7 +11,7 @@ from .errors import SpecError
 # Warps a CTA: 12 and 16 (384 / 512 threads, at most 168 / 128 registers a thread) serve the int4 kernel's
 # 4-block CTAs; wider CTAs of so many warps spill.
 WARPS = (1, 2, 4, 8, 12, 16)
-UNROLLS = (0, 3, 4)
+UNROLLS = (3, 4)   # chunks a register stage a config may name (0: the kernel's own)
 CSRC_FOLDER = "gemv"   # the shared split-K reduction, launch and device set-up (sm90_gemv.hpp)
 
 
@@ -23,9 +23,10 @@ class DecodeConfig:
     tokens: int = 16
     warps: int = 4
     blocks: int = 8
-    # The dense kernel's 64-wide K chunks per register stage (two stages in flight a warp): 3 takes 184
-    # registers a thread with 16 tokens, so two 4-warp CTAs an SM instead of three; 4 is for 8 tokens;
-    # 0 is the kernel's own (2 with one block, 1 with more).  Part of the name only when set.
+    # The dense kernel's 64-wide K chunks per register stage (two stages in flight a warp), one of
+    # UNROLLS: 3 takes ~180 registers a thread with 16 tokens, so two 4-warp CTAs an SM instead of
+    # three; 4 was measured with 8 tokens (the same registers); 0 is the kernel's own (2 with one
+    # block, 1 with more).  Part of the name only when set.
     unroll: int = 0
 
     def __post_init__(self):
@@ -35,9 +36,9 @@ class DecodeConfig:
             raise SpecError(f"decode warps {self.warps} must be one of {WARPS}")
         if self.blocks not in (1, 2, 4, 8):
             raise SpecError(f"decode blocks {self.blocks} must be 1, 2, 4 or 8 (16-row weight blocks per CTA)")
-        if self.unroll not in UNROLLS or (self.unroll and self.blocks != 1):
-            raise SpecError(f"decode unroll {self.unroll}: 0 (the kernel's own), or {UNROLLS[1:]} chunks a stage "
-                            "with blocks=1")
+        if self.unroll and (self.unroll not in UNROLLS or self.blocks != 1):
+            raise SpecError(f"decode unroll {self.unroll}: 0 (the kernel's own), or {' or '.join(map(str, UNROLLS))} "
+                            "chunks a stage with blocks=1")
 
     @property
     def name(self) -> str:

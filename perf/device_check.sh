@@ -69,7 +69,7 @@ for step in $steps; do
            done ;;
     host)  run host python3 perf/host_overhead.py ;;
     read-floor) run read-floor python3 perf/decode_read_floor.py ;;   # pure reads of the decode weights vs the floor
-    stream-floor) run stream-floor bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o /tmp/stream_read_floor && /tmp/stream_read_floor' ;;   # read-only kernels: the floor a decode kernel can reach
+    stream-floor) run stream-floor bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o /tmp/stream_read_floor && /tmp/stream_read_floor' ;;   # read-only kernels: a reference beside the decode floor
     cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
     build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)
                for p in gpu-tests gemm-decode-tests gated-tests rope-tests rope-bench attention-tests attention-bench attention-sm80-tests decode-tests gated-bench bench fp8-gpu-tests fp8-bench int4-gpu-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do

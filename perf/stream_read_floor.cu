@@ -207,7 +207,7 @@ static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size
   return replay_us(graph, stream, calls);
 }
 
-int main(int argc, char **argv) {
+int main() {
   int dev = 0;
   CHECK(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -297,5 +297,7 @@ int main(int argc, char **argv) {
     for (auto b : bufs) CHECK(cudaFree(b));
   }
   CHECK(cudaDeviceSynchronize());
+  CHECK(cudaFree(s0));
+  CHECK(cudaFree(sink));
   return 0;
 }

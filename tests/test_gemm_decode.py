@@ -135,7 +135,7 @@ def test_configs_and_k_splits(config, n, k, splits):
     ep = Epilogue.parse("bias+gelu_tanh")
     op = fused_gemm.compile(GemmSpec("bf16", epilogue=ep, config=config))
     launch = LaunchOptions(splits=splits, pdl=True)
-    for m in sorted({1, min(8, config.tokens), config.tokens // 2 + 1, config.tokens}):   # 8: one tile of 16
+    for m in sorted({1, min(8, config.tokens), config.tokens // 2 + 1, config.tokens}):   # 8: the most tokens on the one-tile path
         g = operands(ep, (m,), n, k, torch.bfloat16)
         got = _call(op, ep, g, out=_poisoned(m, n), launch=launch)
         assert_close(got, reference(ep, **g), torch.bfloat16)

@@ -59,7 +59,8 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(D(16, 4, 2), 1, 16, _GEMV),
     Candidate(D(16, 8, 1), 1, 16, _GEMV),
     Candidate(D(8, 4, 1), 1, 1, _GEMV),
-    # 8 tokens, four chunks a stage: as many bytes in flight as the 16-token three-chunk CTAs, half the MMAs
+    # 8 tokens, four chunks a stage: the registers of the 16-token three-chunk CTAs (4 x 24 = 3 x 32), a
+    # third more weight bytes in flight
     Candidate(D(8, 4, 1, unroll=4), 1, 1, _GEMV),
     # decode: swap-AB, the weight's N on the 64-row wgmma side
     Candidate(T((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 16, _DECODE),

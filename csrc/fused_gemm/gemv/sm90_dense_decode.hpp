@@ -147,7 +147,7 @@ struct DenseDecode {
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
   // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
   // config names (Kernel::kUnroll: 3 fits two 16-token CTAs an SM, each with half as much again in
-  // flight; 4, two 8-token ones).
+  // flight; 4 was measured with 8 tokens, in the same registers as 16 tokens' 3).
   static constexpr int kUnroll = dense_decode::unroll_of<Kernel>(kBlocks >= 2 ? 1 : 2);
   static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
 
@@ -190,16 +190,18 @@ struct DenseDecode {
     }
   }
 
-  // Accumulators: the tiles' C fragments, and at least two slots.  With one live token tile (kLive 1:
-  // every token is among the first 8) a chunk's MMAs alternate between slots 0 and 1, so that
+  // Accumulator slots: slot t holds token tile t's C fragments.  With one live tile (kLive 1: every
+  // token is among the first 8) a chunk's MMAs alternate between slots 0 and 1 instead, so that
   // consecutive ones do not wait for each other (an mma.sync chain on one accumulator runs at its
-  // latency, not its rate); finish() gets their sum.
-  static constexpr int kSlots = 2;   // kTiles is 1 or 2
-  using Accs = float[kBlocks][kSlots][4];
+  // latency, not its rate), and the mainloop's end adds slot 1 into slot 0.  Two slots either way: a
+  // 16-token kernel's second tile lends its registers to the one-tile path.
+  static constexpr int kSlots = 2;
+  static_assert(kTiles <= kSlots, "a slot per token tile");
+  using Slots = float[kBlocks][kSlots][4];
 
   // The MMAs of one chunk for the first kLive token tiles.
   template <int kLive>
-  CUTLASS_DEVICE static void compute(Accs &acc, Chunk const &c) {
+  CUTLASS_DEVICE static void compute(Slots &acc, Chunk const &c) {
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < 2; ++s) {
       CUTLASS_PRAGMA_UNROLL
@@ -232,7 +234,7 @@ struct DenseDecode {
   // The mainloop over the warp's chunks [begin, end): two register stages, one loading while the other
   // feeds the MMAs.
   template <int kLive>
-  CUTLASS_DEVICE static void stream(Accs &acc, Lane const &lane, int begin, int end, int k) {
+  CUTLASS_DEVICE static void stream(Slots &acc, Lane const &lane, int begin, int end, int k) {
     Stage s0, s1;
     CUTLASS_PRAGMA_UNROLL
     for (int u = 0; u < kUnroll; ++u) load(s0[u], lane, begin + u, end, k);
@@ -293,23 +295,25 @@ struct DenseDecode {
     gemv::wait_for_previous_grid();
 
     // Up to 8 tokens fit the first token tile: a 16-token kernel then skips the second's MMAs, and its
-    // MMAs alternate between two accumulator sets (M = 1, time / HBM floor, H200 / H100: 4096 x 4096
-    // with three chunks a stage 1.28 -> 1.21x / 1.08 -> 1.04x; 14336 x 4096 with one block 1.23 ->
+    // MMAs alternate between two accumulator slots (M = 1, time / HBM floor, H200 / H100: 4096 x 4096
+    // on decode_t16_w4_b1_u3 1.28 -> 1.21x / 1.08 -> 1.04x; 14336 x 4096 on decode_t16_w4_b1 1.23 ->
     // 1.13x / 1.08 -> 1.04x; perf/results/h{200,100}_decode_tile_skip.txt).
-    Accs accs = {};
-    if (kTiles == 1 || p.m <= 8) {
-      stream<1>(accs, lane, begin, end, p.k);
+    bool const one_tile = kTiles == 1 || p.m <= 8;   // uniform over the grid
+    Slots slots = {};
+    if (one_tile) {
+      stream<1>(slots, lane, begin, end, p.k);
     } else {
-      stream<kTiles>(accs, lane, begin, end, p.k);
+      stream<kTiles>(slots, lane, begin, end, p.k);
     }
     typename Split::Acc acc;
     CUTLASS_PRAGMA_UNROLL
     for (int b = 0; b < kBlocks; ++b) {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < 4; ++i) {
-        // Slot 1 holds either the second tile's sums or the first tile's second chain.
-        acc[b][0][i] = kTiles == 1 || p.m <= 8 ? accs[b][0][i] + accs[b][1][i] : accs[b][0][i];
-        if constexpr (kTiles > 1) acc[b][1][i] = accs[b][1][i];
+        acc[b][0][i] = one_tile ? slots[b][0][i] + slots[b][1][i] : slots[b][0][i];
+        // With one tile, tile 1's entries (tokens 8-15, all past M) hold the second chain's sums: finish()
+        // reads only the first M tokens' entries.
+        if constexpr (kTiles > 1) acc[b][1][i] = slots[b][1][i];
       }
     }
     // Every load is issued: the next kernel may start (and prefetch) during the reduction.
