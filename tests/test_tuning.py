@@ -200,6 +200,19 @@ def test_sweep_plan_attention_ops_take_the_models_heads():
         sweep.plan(["attention"], ["square-4096"], [1], ops)
 
 
+def test_model_layers_and_attention_agree_on_the_gpus_heads():
+    from fused_gemm.bench.models import MODELS, Model
+    assert [n for _, n, _ in MODELS["llama3-70b-tp8"].layers()[:2]] == [1280, 8192]
+    # 8 KV heads over 16 GPUs: each holds one, replicated, and its QKV shard is as wide as that
+    m = Model(8192, 64, 8, 128, 28672, tp=16)
+    q, kv, d = m.attention()
+    assert (q, kv, d) == (4, 1, 128)
+    assert m.layers()[0] == ("qkv", (q + 2 * kv) * d, 8192) and m.layers()[1] == ("o", 8192, q * d)
+    for model in MODELS.values():
+        q, kv, d = model.attention()
+        assert model.layers()[0][1] == (q + 2 * kv) * d
+
+
 def test_cli_has_sweep_tune_and_plot(tmp_path):
     import subprocess
     import sys

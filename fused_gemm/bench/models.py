@@ -24,10 +24,10 @@ class Model:
     tp: int = 1
 
     def layers(self) -> List[Layer]:
-        h, d, tp = self.hidden, self.head_dim, self.tp
-        qkv = (self.heads + 2 * self.kv_heads) * d // tp
-        i = self.intermediate // tp
-        return [("qkv", qkv, h), ("o", h, self.heads * d // tp), ("gate_up", 2 * i, h), ("up", i, h), ("down", h, i)]
+        h = self.hidden
+        q, kv, d = self.attention()   # the QKV shard holds the GPU's KV heads, replicated ones included
+        i = self.intermediate // self.tp
+        return [("qkv", (q + 2 * kv) * d, h), ("o", h, q * d), ("gate_up", 2 * i, h), ("up", i, h), ("down", h, i)]
 
     def attention(self) -> Tuple[int, int, int]:
         """(q heads, kv heads, head dim) on one GPU: the attention ops' geometry (a KV head that tensor
