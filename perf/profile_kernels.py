@@ -5,7 +5,9 @@
 
 The first launches build, load and warm up; the later ones are what a profile should look at.
 Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same shape), gated
-(gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default), int4
+(gated_linear on Llama-3-8B's MLP), linear (bias+gelu_tanh, --n/--k square by default; --config NAME runs
+that tile or decode config instead of linear's choice: the dense decode kernel is
+gemv::kernel<DenseDecode<...>>, NCU_KERNEL=DenseDecode), int4
 (int4_linear, s4 g128, --n/--k; its decode kernel is gemv::kernel<Int4Decode<...>>: NCU_KERNEL=Int4Decode),
 attention (bf16, 16k tokens in B = 16384 / --m sequences of --m, H = 32, head dim --n, --causal).
 """
@@ -22,7 +24,8 @@ K, HQ, HKV, D = 4096, 32, 8, 128
 QKV_N = (HQ + 2 * HKV) * D
 
 
-def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causal: bool = False):
+def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causal: bool = False,
+             config: str | None = None):
     if kind == "attention":
         q, kk, v = (torch.randn(16384 // m, m, HQ, n, dtype=torch.bfloat16, device="cuda") for _ in range(3))
         return lambda: fused_gemm.attention(q, kk, v, causal=causal)
@@ -44,6 +47,11 @@ def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causa
     if kind == "linear":
         w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
         b = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+        if config:
+            from fused_gemm.generator import GemmSpec
+            from fused_gemm.generator.gemm.spec import config_from_name
+            op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias+gelu_tanh", config=config_from_name(config)))
+            return lambda: op(x, w, b, "gelu_tanh")
         return lambda: fused_gemm.linear(x, w, b, "gelu_tanh")
     if kind == "int4":
         w = fused_gemm.quantize_int4(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5, 128)
@@ -61,9 +69,10 @@ def main(argv=None) -> int:
     ap.add_argument("--positions", choices=("arange", "zero", "random"), default="arange",
                     help="rope: the tokens' positions (how many cos/sin rows the epilogue reads, and where)")
     ap.add_argument("--causal", action="store_true", help="attention: the causal mask")
+    ap.add_argument("--config", help="linear: a tile or decode config name to run instead of linear's choice")
     args = ap.parse_args(argv)
     with torch.no_grad():
-        call = launcher(args.kind, args.m, args.n, args.k, args.positions, args.causal)
+        call = launcher(args.kind, args.m, args.n, args.k, args.positions, args.causal, args.config)
         for _ in range(args.count):
             call()
     torch.cuda.synchronize()
