@@ -270,6 +270,28 @@ def test_short_causal_prefill_on_the_decode_kernel(backend, dtype, d, group, sq,
         assert len(routed) == 1 + (sq == 1)
 
 
+def test_a_routed_call_builds_no_prefill_kernel(backend, monkeypatch):
+    """A call the decode kernel serves is validated against the prefill kernel's spec but never builds
+    or loads that kernel (an FMHA build takes minutes); bad input is still refused the same way."""
+    api = sys.modules["fused_gemm.attention.api"]
+    q, k, v = qkv(2, 4, 300, 8, 2, 128, torch.bfloat16)
+    if backend == "sm80":   # no route: the prefill (sm80) kernel serves it
+        check(fused_gemm.attention(q, k, v, causal=True), reference(q, k, v, True, 1 / math.sqrt(128))[0],
+              torch.bfloat16)
+        return
+
+    def refuse(*args):
+        raise AssertionError("the prefill kernel was selected for a call the decode kernel serves")
+
+    monkeypatch.setattr(api, "select", refuse)
+    o = fused_gemm.attention(q, k, v, causal=True)
+    check(o, reference(q, k, v, True, 1 / math.sqrt(128))[0], torch.bfloat16)
+    with pytest.raises(ValueError, match="multiple of"):
+        fused_gemm.attention(q, k[:, :, :1].expand(-1, -1, 3, -1), v[:, :, :1].expand(-1, -1, 3, -1), causal=True)
+    with pytest.raises(ValueError, match="scale must be positive"):
+        fused_gemm.attention(q, k, v, causal=True, scale=-1.0)
+
+
 def test_strided_views_of_a_packed_qkv():
     """q/k/v as views of one [B, S, 3, H, D] projection output: no copies needed."""
     qkv_out = torch.randn(2, 300, 3, 8, 64, dtype=torch.bfloat16, device="cuda")

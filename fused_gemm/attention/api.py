@@ -26,10 +26,11 @@ from ..decode.op import DecodeOp
 from ..generator.attention.heuristics import pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
-from .op import AttentionOp
+from .op import AttentionOp, check
 
 Tensor = torch.Tensor
-_selection = jit.Selection("attention")
+_selection = jit.Selection("attention")     # key -> compiled AttentionOp
+_specs = jit.Selection("attention")         # key -> its AttentionSpec (nothing built)
 BACKEND_ENV = "FUSED_GEMM_ATTENTION_BACKEND"
 BACKENDS = {"auto": None, "sm90a": "sm90a", "sm90": "sm90a", "sm80": "sm80"}
 _device_arch: Dict[int, str] = {}
@@ -55,11 +56,20 @@ def backend(dev: int) -> str:
     return arch
 
 
-def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
+def _key(q: Tensor, causal: bool, seqlen_q: int):
     arch = backend(q.get_device())
-    row = row_index(q.shape[-1], bool(causal), seqlen_q, arch)
-    return _selection.get((arch, q.dtype, q.shape[-1], bool(causal), row), "q", q,
-                          lambda: jit.compile(pick(DTYPE_NAMES[q.dtype], q.shape[-1], bool(causal), seqlen_q, arch)))
+    return arch, q.dtype, q.shape[-1], bool(causal), row_index(q.shape[-1], bool(causal), seqlen_q, arch)
+
+
+def choose(q: Tensor, causal: bool, seqlen_q: int):
+    """The prefill kernel's spec for this call (the heuristic table's row), without building it."""
+    key = _key(q, causal, seqlen_q)
+    return _specs.get(key, "q", q, lambda: pick(DTYPE_NAMES[q.dtype], q.shape[-1], key[3], seqlen_q, key[0]))
+
+
+def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
+    """The compiled prefill kernel for this call (built on first use)."""
+    return _selection.get(_key(q, causal, seqlen_q), "q", q, lambda: jit.compile(choose(q, causal, seqlen_q)))
 
 
 def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
@@ -71,12 +81,15 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
-    op = select(q, causal, seqlen_q)
-    checked = op.check(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
-    if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen and op.spec.arch == "sm90a":
+    spec = choose(q, causal, seqlen_q)
+    checked = check(spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
+    if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen and spec.arch == "sm90a":
         routed = _on_decode_kernel(q, k, v, checked.scale, return_lse, checked.strides)
         if routed is not None:
             return routed
+    # Built only here: a call the decode kernel serves never waits for the prefill kernel's build.
+    op = select(q, causal, seqlen_q)
+    op.ready(q, checked.dev)
     return op.enqueue(q, k, v, checked, return_lse)
 
 

@@ -82,6 +82,80 @@ class Checked(NamedTuple):
     strides: Tuple[Tuple[int, int, int], ...]
 
 
+def check(spec: AttentionSpec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+          check_lengths=False) -> Checked:
+    """The one validation path of the attention ops: every argument against ``spec``'s kernel, before
+    anything is built or launched (fused_gemm.attention's short route gives what this returns to the
+    decode kernel's enqueue, so that a call the decode kernel serves never builds the prefill kernel)."""
+    dtype = TORCH_DTYPES[spec.dtype]
+    itemsize = dtype.itemsize
+    checks.tensor("q", q, dtype, None)
+    dev = q.get_device()
+    checks.tensor("k", k, dtype, dev)
+    checks.tensor("v", v, dtype, dev)
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    rank = 3 if varlen else 4
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != rank:
+            layout = "packed [total, H, D] with cu_seqlens" if varlen else "[B, S, H, D]"
+            raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+    D = spec.head_dim
+    if q.shape[-1] != D or k.shape[-1] != D or v.shape[-1] != D:
+        raise ValueError(f"head dims q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}: this kernel takes {D}")
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    hq, hkv = q.shape[-2], k.shape[-2]
+    if hq < 1:
+        raise ValueError(f"q has no heads (shape {tuple(q.shape)})")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"q has {hq} heads, not a multiple of k/v's {hkv} (GQA needs Hq % Hkv == 0)")
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise ValueError("varlen attention needs both cu_seqlens_q and cu_seqlens_k")
+        if max_seqlen_q is None or max_seqlen_k is None:
+            raise ValueError("varlen attention needs max_seqlen_q and max_seqlen_k (reading them from "
+                             "cu_seqlens would synchronise)")
+        cu_q = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, None, dev)
+        batch = cu_seqlens_q.shape[0] - 1
+        cu_k = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, batch, dev)
+        try:
+            max_q, max_k = operator.index(max_seqlen_q), operator.index(max_seqlen_k)
+        except TypeError:
+            raise TypeError("max_seqlen_q and max_seqlen_k must be Python ints") from None
+        total_q, total_k = q.shape[0], k.shape[0]
+        if max_q < 0 or max_k < 0 or max_q > total_q or max_k > total_k:
+            raise ValueError(f"max_seqlen_q {max_q} / max_seqlen_k {max_k} must lie in [0, total tokens "
+                             f"{total_q} / {total_k}]")
+        if check_lengths and not torch.cuda.is_current_stream_capturing():
+            _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, total_q, max_q)
+            _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, total_k, max_k)
+    else:
+        if k.shape[0] != q.shape[0]:
+            raise ValueError(f"q has batch {q.shape[0]}, k/v {k.shape[0]}")
+        batch, max_q, max_k = q.shape[0], q.shape[1], k.shape[1]
+        cu_q = cu_k = 0
+        total_q, total_k = batch * max_q, batch * max_k
+    for name, value in (("tokens", total_q), ("tokens", total_k), ("batch", batch)):
+        if value >= INT32_LIMIT - 1:
+            raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
+    q_tiles = -(-max_q // spec.block_m)
+    # A persistent CTA's tile index steps by the grid (up to 2^16 CTAs) past the last tile: keep it 32-bit.
+    if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT - (1 << 16):
+        raise ValueError(f"batch {batch} and heads {hq} must be <= {GRID_LIMIT} (CUDA grid), with "
+                         f"Q tiles x batch x heads < 2^31 - 2^16")
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    scale = checks.scalar("scale", scale)
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    checks.refuse_grad("attention", q, k, v)
+    q_row, q_batch, q_head = _strides("q", q, itemsize)
+    k_row, k_batch, k_head = _strides("k", k, itemsize)
+    v_row, v_batch, v_head = _strides("v", v, itemsize)
+    return Checked(dev, varlen, batch, hq, hkv, max_q, max_k, total_q, total_k, cu_q, cu_k, scale,
+                   ((q_batch, q_row, q_head), (k_batch, k_row, k_head), (v_batch, v_row, v_head)))
+
+
 class AttentionOp(KernelOp):
     """A compiled attention kernel: ``op(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     max_seqlen_k, return_lse)`` -> (o, lse or None)."""
@@ -106,76 +180,16 @@ class AttentionOp(KernelOp):
 
     def check(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
               check_lengths=False) -> "Checked":
-        """The one validation path of the attention ops: every argument, before anything is launched
-        (fused_gemm.attention's short route gives what this returns to the decode kernel's enqueue)."""
-        spec = self.spec
-        checks.tensor("q", q, self._dtype, None)
-        dev = q.get_device()
+        """check() against this kernel's spec, then this kernel loaded on q's device."""
+        checked = check(self.spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                        check_lengths)
+        self.ready(q, checked.dev)
+        return checked
+
+    def ready(self, q, dev: int) -> None:
+        """Loads the kernel on cuda:``dev`` at its first use there (refused inside a CUDA-graph capture)."""
         if dev not in self._ready:
             self._first_use(q, dev)
-        checks.tensor("k", k, self._dtype, dev)
-        checks.tensor("v", v, self._dtype, dev)
-        varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-        rank = 3 if varlen else 4
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dim() != rank:
-                layout = "packed [total, H, D] with cu_seqlens" if varlen else "[B, S, H, D]"
-                raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
-        D = spec.head_dim
-        if q.shape[-1] != D or k.shape[-1] != D or v.shape[-1] != D:
-            raise ValueError(f"head dims q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}: this kernel takes {D}")
-        if k.shape != v.shape:
-            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
-        hq, hkv = q.shape[-2], k.shape[-2]
-        if hq < 1:
-            raise ValueError(f"q has no heads (shape {tuple(q.shape)})")
-        if hkv < 1 or hq % hkv:
-            raise ValueError(f"q has {hq} heads, not a multiple of k/v's {hkv} (GQA needs Hq % Hkv == 0)")
-        if varlen:
-            if cu_seqlens_q is None or cu_seqlens_k is None:
-                raise ValueError("varlen attention needs both cu_seqlens_q and cu_seqlens_k")
-            if max_seqlen_q is None or max_seqlen_k is None:
-                raise ValueError("varlen attention needs max_seqlen_q and max_seqlen_k (reading them from "
-                                 "cu_seqlens would synchronise)")
-            cu_q = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, None, dev)
-            batch = cu_seqlens_q.shape[0] - 1
-            cu_k = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, batch, dev)
-            try:
-                max_q, max_k = operator.index(max_seqlen_q), operator.index(max_seqlen_k)
-            except TypeError:
-                raise TypeError("max_seqlen_q and max_seqlen_k must be Python ints") from None
-            total_q, total_k = q.shape[0], k.shape[0]
-            if max_q < 0 or max_k < 0 or max_q > total_q or max_k > total_k:
-                raise ValueError(f"max_seqlen_q {max_q} / max_seqlen_k {max_k} must lie in [0, total tokens "
-                                 f"{total_q} / {total_k}]")
-            if check_lengths and not torch.cuda.is_current_stream_capturing():
-                _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, total_q, max_q)
-                _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, total_k, max_k)
-        else:
-            if k.shape[0] != q.shape[0]:
-                raise ValueError(f"q has batch {q.shape[0]}, k/v {k.shape[0]}")
-            batch, max_q, max_k = q.shape[0], q.shape[1], k.shape[1]
-            cu_q = cu_k = 0
-            total_q, total_k = batch * max_q, batch * max_k
-        for name, value in (("tokens", total_q), ("tokens", total_k), ("batch", batch)):
-            if value >= INT32_LIMIT - 1:
-                raise ValueError(f"{value} {name} is too many (the kernel's sizes are 32-bit)")
-        q_tiles = -(-max_q // spec.block_m)
-        # A persistent CTA's tile index steps by the grid (up to 2^16 CTAs) past the last tile: keep it 32-bit.
-        if batch > GRID_LIMIT or hq > GRID_LIMIT or q_tiles * batch * hq >= INT32_LIMIT - (1 << 16):
-            raise ValueError(f"batch {batch} and heads {hq} must be <= {GRID_LIMIT} (CUDA grid), with "
-                             f"Q tiles x batch x heads < 2^31 - 2^16")
-        if scale is None:
-            scale = 1.0 / math.sqrt(D)
-        scale = checks.scalar("scale", scale)
-        if not scale > 0:
-            raise ValueError(f"scale must be positive, got {scale}")
-        checks.refuse_grad("attention", q, k, v)
-        q_row, q_batch, q_head = _strides("q", q, self._size)
-        k_row, k_batch, k_head = _strides("k", k, self._size)
-        v_row, v_batch, v_head = _strides("v", v, self._size)
-        return Checked(dev, varlen, batch, hq, hkv, max_q, max_k, total_q, total_k, cu_q, cu_k, scale,
-                       ((q_batch, q_row, q_head), (k_batch, k_row, k_head), (v_batch, v_row, v_head)))
 
     def enqueue(self, q, k, v, c: "Checked", return_lse):
         """The launch, on what check() accepted (as DecodeOp.enqueue on what its run checked): (o, lse or None)."""
