@@ -25,8 +25,8 @@ class DecodeConfig:
     blocks: int = 8
     # The dense kernel's 64-wide K chunks per register stage (two stages in flight a warp), one of
     # UNROLLS: 3 takes ~180 registers a thread with 16 tokens, so two 4-warp CTAs an SM instead of
-    # three; 4 was measured with 8 tokens (the same registers); 0 is the kernel's own (2 with one
-    # block, 1 with more).  Part of the name only when set.
+    # three, and 4 ~196, still two (5 spills); 0 is the kernel's own (2 with one block, 1 with more).
+    # Part of the name only when set.
     unroll: int = 0
 
     def __post_init__(self):
