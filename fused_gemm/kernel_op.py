@@ -84,6 +84,11 @@ class KernelOp:
         """Whether this op was prepared on cuda:``dev`` (so a CUDA-graph capture may launch it)."""
         return dev in self._ready
 
+    def load_on(self, x: torch.Tensor, dev: int) -> None:
+        """Prepares the op on cuda:``dev`` at its first use there (refused inside a CUDA-graph capture)."""
+        if dev not in self._ready:
+            self._first_use(x, dev)
+
     def _first_use(self, x: torch.Tensor, dev: int) -> None:
         if dev < 0:
             raise ValueError(f"x is on {x.device}; fused-gemm kernels run on CUDA devices")

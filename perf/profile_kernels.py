@@ -25,7 +25,7 @@ QKV_N = (HQ + 2 * HKV) * D
 
 
 def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causal: bool = False,
-             config: str | None = None):
+             config: str | None = None, splits: int = 1):
     if kind == "attention":
         q, kk, v = (torch.randn(16384 // m, m, HQ, n, dtype=torch.bfloat16, device="cuda") for _ in range(3))
         return lambda: fused_gemm.attention(q, kk, v, causal=causal)
@@ -51,7 +51,8 @@ def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causa
             from fused_gemm.generator import GemmSpec
             from fused_gemm.generator.gemm.spec import config_from_name
             op = fused_gemm.compile(GemmSpec("bf16", epilogue="bias+gelu_tanh", config=config_from_name(config)))
-            return lambda: op(x, w, b, "gelu_tanh")
+            launch = fused_gemm.LaunchOptions(splits=splits, pdl=True)   # as the tuned tables launch it
+            return lambda: op(x, w, b, "gelu_tanh", launch=launch)
         return lambda: fused_gemm.linear(x, w, b, "gelu_tanh")
     if kind == "int4":
         w = fused_gemm.quantize_int4(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5, 128)
@@ -70,9 +71,12 @@ def main(argv=None) -> int:
                     help="rope: the tokens' positions (how many cos/sin rows the epilogue reads, and where)")
     ap.add_argument("--causal", action="store_true", help="attention: the causal mask")
     ap.add_argument("--config", help="linear: a tile or decode config name to run instead of linear's choice")
+    ap.add_argument("--splits", type=int, default=1, help="with --config: the launch's K split (1: the kernel's own)")
     args = ap.parse_args(argv)
+    if args.config and args.kind != "linear":
+        ap.error("--config names a config for the linear kind only")
     with torch.no_grad():
-        call = launcher(args.kind, args.m, args.n, args.k, args.positions, args.causal, args.config)
+        call = launcher(args.kind, args.m, args.n, args.k, args.positions, args.causal, args.config, args.splits)
         for _ in range(args.count):
             call()
     torch.cuda.synchronize()

@@ -284,8 +284,14 @@ def test_a_routed_call_builds_no_prefill_kernel(backend, monkeypatch):
         raise AssertionError("the prefill kernel was selected for a call the decode kernel serves")
 
     monkeypatch.setattr(api, "select", refuse)
-    o = fused_gemm.attention(q, k, v, causal=True)
-    check(o, reference(q, k, v, True, 1 / math.sqrt(128))[0], torch.bfloat16)
+    ref = reference(q, k, v, True, 1 / math.sqrt(128))[0]
+    check(fused_gemm.attention(q, k, v, causal=True), ref, torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()   # captured too: the prefill kernel was never built or loaded
+    with torch.cuda.graph(graph):
+        o = fused_gemm.attention(q, k, v, causal=True)
+    o.fill_(float("nan"))
+    graph.replay()
+    check(o, ref, torch.bfloat16)
     with pytest.raises(ValueError, match="multiple of"):
         fused_gemm.attention(q, k[:, :, :1].expand(-1, -1, 3, -1), v[:, :, :1].expand(-1, -1, 3, -1), causal=True)
     with pytest.raises(ValueError, match="scale must be positive"):

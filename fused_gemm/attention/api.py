@@ -61,15 +61,16 @@ def _key(q: Tensor, causal: bool, seqlen_q: int):
     return arch, q.dtype, q.shape[-1], bool(causal), row_index(q.shape[-1], bool(causal), seqlen_q, arch)
 
 
-def choose(q: Tensor, causal: bool, seqlen_q: int):
+def choose(q: Tensor, causal: bool, seqlen_q: int, key=None):
     """The prefill kernel's spec for this call (the heuristic table's row), without building it."""
-    key = _key(q, causal, seqlen_q)
+    key = key or _key(q, causal, seqlen_q)
     return _specs.get(key, "q", q, lambda: pick(DTYPE_NAMES[q.dtype], q.shape[-1], key[3], seqlen_q, key[0]))
 
 
-def select(q: Tensor, causal: bool, seqlen_q: int) -> AttentionOp:
+def select(q: Tensor, causal: bool, seqlen_q: int, key=None) -> AttentionOp:
     """The compiled prefill kernel for this call (built on first use)."""
-    return _selection.get(_key(q, causal, seqlen_q), "q", q, lambda: jit.compile(choose(q, causal, seqlen_q)))
+    key = key or _key(q, causal, seqlen_q)
+    return _selection.get(key, "q", q, lambda: jit.compile(choose(q, causal, seqlen_q, key)))
 
 
 def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse,
@@ -81,15 +82,16 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
-    spec = choose(q, causal, seqlen_q)
+    key = _key(q, causal, seqlen_q)   # once: the backend ($FUSED_GEMM_ATTENTION_BACKEND) checked is the one run
+    spec = choose(q, causal, seqlen_q, key)
     checked = check(spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
     if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen and spec.arch == "sm90a":
         routed = _on_decode_kernel(q, k, v, checked.scale, return_lse, checked.strides)
         if routed is not None:
             return routed
     # Built only here: a call the decode kernel serves never waits for the prefill kernel's build.
-    op = select(q, causal, seqlen_q)
-    op.ready(q, checked.dev)
+    op = select(q, causal, seqlen_q, key)
+    op.load_on(q, checked.dev)
     return op.enqueue(q, k, v, checked, return_lse)
 
 

@@ -65,7 +65,7 @@ def _cu_seqlens(name: str, t, batch: Optional[int], dev: int) -> int:
 
 
 class Checked(NamedTuple):
-    """What AttentionOp.check accepted: the problem's sizes, the cu_seqlens pointers (0: fixed length),
+    """What check() accepted: the problem's sizes, the cu_seqlens pointers (0: fixed length),
     the scale, and q's, k's and v's (batch, token, head) strides in elements."""
     dev: int
     varlen: bool
@@ -91,6 +91,8 @@ def check(spec: AttentionSpec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_s
     itemsize = dtype.itemsize
     checks.tensor("q", q, dtype, None)
     dev = q.get_device()
+    if dev < 0:
+        raise ValueError(f"q is on {q.device}; fused-gemm kernels run on CUDA devices")
     checks.tensor("k", k, dtype, dev)
     checks.tensor("v", v, dtype, dev)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -183,13 +185,8 @@ class AttentionOp(KernelOp):
         """check() against this kernel's spec, then this kernel loaded on q's device."""
         checked = check(self.spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                         check_lengths)
-        self.ready(q, checked.dev)
+        self.load_on(q, checked.dev)
         return checked
-
-    def ready(self, q, dev: int) -> None:
-        """Loads the kernel on cuda:``dev`` at its first use there (refused inside a CUDA-graph capture)."""
-        if dev not in self._ready:
-            self._first_use(q, dev)
 
     def enqueue(self, q, k, v, c: "Checked", return_lse):
         """The launch, on what check() accepted (as DecodeOp.enqueue on what its run checked): (o, lse or None)."""

@@ -56,8 +56,8 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # three chunks a stage: two CTAs an SM, so 4096-row weights (256 CTAs) fill the GPU and launch the next
     # kernel at their start (H100 4096 x 4096 at M = 1: 14.1 -> 12.4 us); wider weights run in waves
     Candidate(D(16, 4, 1, unroll=3), 1, 16, _GEMV),
-    # four chunks a stage: 196 registers, still two CTAs an SM, a third more weight bytes in flight (H200,
-    # 4096 x 4096: M = 1 9.62 -> 9.37 us, M = 16 11.52 -> 11.21; perf/results/h200_decode_schedules.txt)
+    # four chunks a stage: 196 registers, still two CTAs an SM, a third more weight bytes in flight, for short
+    # K slices (H200, 4096 x 4096: M = 1 9.62 -> 9.37 us, M = 16 11.52 -> 11.21; perf/results/h200_decode_schedules.txt)
     Candidate(D(16, 4, 1, unroll=4), 1, 16, _GEMV),
     Candidate(D(16, 4, 2), 1, 16, _GEMV),
     Candidate(D(16, 8, 1), 1, 16, _GEMV),

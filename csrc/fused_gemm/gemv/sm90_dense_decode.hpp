@@ -147,9 +147,9 @@ struct DenseDecode {
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
   // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
   // config names (Kernel::kUnroll: 3 and 4 fit two 16-token CTAs an SM, with half as much again and
-  // twice as much in flight; 5 spills).  What bounds a small weight's time is how many round trips to
-  // HBM each warp makes, so more bytes in flight a warp win where the grid is one wave (H200, 4096 x
-  // 4096, M = 1 / 16: unroll 3 9.62 / 11.52 us, 4 9.37 / 11.21; perf/results/h200_decode_schedules.txt).
+  // twice as much in flight; 5 spills).  A short K slice's time is set by how many round trips to HBM
+  // each warp makes, so more bytes in flight a warp win there (H200, 4096 x 4096, M = 1 / 16: unroll 3
+  // 9.62 / 11.52 us, 4 9.37 / 11.21; 4096 x 14336 gains nothing; perf/results/h200_decode_schedules.txt).
   static constexpr int kUnroll = dense_decode::unroll_of<Kernel>(kBlocks >= 2 ? 1 : 2);
   static constexpr int kMinChunks = 2;                    // per warp, when choosing the cluster split
 
