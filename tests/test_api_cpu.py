@@ -94,12 +94,12 @@ def test_attention_backend_is_forced_by_the_environment(monkeypatch):
 
 
 def test_attention_check_refuses_a_cpu_q():
-    """check() is the validation a routed call gets without building the prefill kernel: it names q."""
-    from fused_gemm.attention.op import check
+    """check_arguments() is the validation a routed call gets without building the prefill kernel: it names q."""
+    from fused_gemm.attention.op import check_arguments
     from fused_gemm.generator.attention.heuristics import pick as pick_attention
     q = torch.randn(1, 4, 2, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="q is on cpu"):
-        check(pick_attention("bf16", 64, True, 4, "sm90a"), q, q, q, None, None, None, None, None)
+        check_arguments(pick_attention("bf16", 64, True, 4, "sm90a"), q, q, q, None, None, None, None, None)
 
 
 def test_attention_refuses_gpus_before_ampere(monkeypatch):

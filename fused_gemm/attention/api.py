@@ -26,7 +26,7 @@ from ..decode.op import DecodeOp
 from ..generator.attention.heuristics import pick, row_index
 from ..kernel_op import DTYPE_NAMES
 from ..torch_ops import _dispatch_modes, _is_compiling, define
-from .op import AttentionOp, check
+from .op import AttentionOp, check_arguments
 
 Tensor = torch.Tensor
 _selection = jit.Selection("attention")     # key -> compiled AttentionOp
@@ -84,7 +84,8 @@ def _attention(q, k, v, causal, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     seqlen_q = max_seqlen_q if cu_seqlens_q is not None and type(max_seqlen_q) is int else q.shape[-3]
     key = _key(q, causal, seqlen_q)   # once: the backend ($FUSED_GEMM_ATTENTION_BACKEND) checked is the one run
     spec = choose(q, causal, seqlen_q, key)
-    checked = check(spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, check_lengths)
+    checked = check_arguments(spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              check_lengths)
     if (causal or seqlen_q == 1) and seqlen_q <= SHORT_MAX_Q and not checked.varlen and spec.arch == "sm90a":
         routed = _on_decode_kernel(q, k, v, checked.scale, return_lse, checked.strides)
         if routed is not None:

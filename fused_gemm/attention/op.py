@@ -65,7 +65,7 @@ def _cu_seqlens(name: str, t, batch: Optional[int], dev: int) -> int:
 
 
 class Checked(NamedTuple):
-    """What check() accepted: the problem's sizes, the cu_seqlens pointers (0: fixed length),
+    """What check_arguments() accepted: the problem's sizes, the cu_seqlens pointers (0: fixed length),
     the scale, and q's, k's and v's (batch, token, head) strides in elements."""
     dev: int
     varlen: bool
@@ -82,8 +82,8 @@ class Checked(NamedTuple):
     strides: Tuple[Tuple[int, int, int], ...]
 
 
-def check(spec: AttentionSpec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-          check_lengths=False) -> Checked:
+def check_arguments(spec: AttentionSpec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    check_lengths=False) -> Checked:
     """The one validation path of the attention ops: every argument against ``spec``'s kernel, before
     anything is built or launched (fused_gemm.attention's short route gives what this returns to the
     decode kernel's enqueue, so that a call the decode kernel serves never builds the prefill kernel)."""
@@ -182,14 +182,14 @@ class AttentionOp(KernelOp):
 
     def check(self, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
               check_lengths=False) -> "Checked":
-        """check() against this kernel's spec, then this kernel loaded on q's device."""
-        checked = check(self.spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                        check_lengths)
+        """check_arguments() against this kernel's spec, then this kernel loaded on q's device."""
+        checked = check_arguments(self.spec, q, k, v, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                  max_seqlen_k, check_lengths)
         self.load_on(q, checked.dev)
         return checked
 
     def enqueue(self, q, k, v, c: "Checked", return_lse):
-        """The launch, on what check() accepted (as DecodeOp.enqueue on what its run checked): (o, lse or None)."""
+        """The launch, on what check_arguments() accepted (as DecodeOp.enqueue on what its run checked): (o, lse or None)."""
         spec, dev, varlen, batch, hq, hkv = self.spec, c.dev, c.varlen, c.batch, c.hq, c.hkv
         max_q, max_k, total_q, total_k, D = c.max_q, c.max_k, c.total_q, c.total_k, spec.head_dim
         cu_q, cu_k = c.cu_q, c.cu_k
