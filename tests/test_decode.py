@@ -130,6 +130,24 @@ def test_empty_sequences_give_zero_and_infinite_lse():
     check(o[1:], reference(q[1:], k[1:], v[1:], [40], 1 / 8)[0], torch.bfloat16)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_stale_slots_past_the_length_are_never_used(dtype, d):
+    """A cache's slots past a sequence's length hold whatever an earlier step left there (NaN here).  The
+    unsplit kernel loads its first stages before it knows the length; what they bring past it must not
+    reach O (0 * NaN is NaN), in the partial tile and in whole tiles past the length."""
+    lengths = [1, 17, 64, 100, 128, 130, 191, 0]
+    q, k, v, seqlens = problem(lengths, 192, 8, 2, d, dtype=dtype)
+    ref = reference(q, k, v, lengths, 1 / math.sqrt(d))[0][:, 0]
+    for i, n in enumerate(lengths):
+        k[i, n:] = float("nan")
+        v[i, n:] = float("nan")
+    o = fused_gemm.decode_attention(q[:, 0], k, v, seqlens)
+    assert not torch.isnan(o).any()
+    check(o[:-1], ref[:-1], dtype)
+    assert torch.all(o[-1] == 0)
+
+
 def test_graph_replays_with_changing_lengths_and_compile():
     lengths = [100, 2000]
     q, k, v, seqlens = problem(lengths, 4096, 8, 2, 128)

@@ -77,8 +77,14 @@ struct DecodeKernel {
   static_assert(kChunks % 8 == 0, "rows of at least 8 chunks (the swizzle)");
   static constexpr int kTileElements = kBlockN * kD;
   static constexpr int kPipelineBytes = kStages * 2 * kTileElements * int(sizeof(Element));
-  static constexpr int kMergeBytes = kWarps * kRows * kD * 4 + 2 * kWarps * kRows * 4;
+  // The warps' merge: O rows padded to kD + 8 floats, so that the 8-byte stores of a warp's 8 rows (and
+  // the 16-byte reads of a row) hit distinct banks; row-major kD floats put all 8 rows in one bank.
+  static constexpr int kMergeStride = kD + 8;
+  static constexpr int kMergeBytes = kWarps * kRows * kMergeStride * 4 + 2 * kWarps * kRows * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+  // CTAs an SM that the registers must allow where a launch in waves takes only the shared memory it
+  // fills (smem_bytes): 3 at D = 128 (ptxas would otherwise take 196 registers, room for two), 4 at 64.
+  static constexpr int kMinBlocks = kD == 64 ? 4 : (kD == 128 ? 3 : 1);
 
   // The least a launch needs: the stages its longest key range fills (a range of t tiles touches
   // stages 0 .. min(t, kStages) - 1 only), or the warps' merge.  A grid of short ranges then fits
@@ -135,24 +141,25 @@ struct DecodeKernel {
     int const kv_head = blockIdx.y / p.row_groups, row_group = blockIdx.y % p.row_groups;
     int const group = p.num_heads / p.num_kv_heads;
     int const rows = p.tokens * group;                      // query rows of this kv head
-    wait_for_previous_grid();                                // q, the caches and the lengths may be its output
-    // Lengths past the cache are clamped; without lengths every cache is full.
-    int const len = p.seqlens ? min(max(p.seqlens[b], 0), p.max_len) : p.max_len;
-    int const per_split = (len + p.splits - 1) / p.splits;
-    int const chunk = (per_split + kBlockN - 1) / kBlockN * kBlockN;
-    int const begin = split * chunk;
-    int const end = min(len, begin + chunk);
-    int const tiles = end > begin ? (end - begin + kBlockN - 1) / kBlockN : 0;
-
     Element const *k = static_cast<Element const *>(p.k) + b * p.k_batch + kv_head * p.k_head;
     Element const *v = static_cast<Element const *>(p.v) + b * p.v_batch + kv_head * p.v_head;
-    CUTLASS_PRAGMA_UNROLL
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < tiles) load_tile(p, smem, s, k, v, begin + s * kBlockN, end);
-      cute::cp_async_fence();
+    wait_for_previous_grid();                                // q, the caches and the lengths may be its output
+    int const len_given = p.seqlens ? p.seqlens[b] : p.max_len;
+    // An unsplit CTA's keys start at 0 whatever the length, so its first stages go out now, bounded by
+    // the cache's capacity, not after the length has come back from memory: one round trip less before
+    // the first tile (what a short cache's call is made of).  Rows past the length that they bring are
+    // zeroed before use, below.  Only stages the capacity fills: the launch may size shared memory to
+    // them (smem_bytes).
+    bool const early = p.splits == 1;
+    if (early) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s * kBlockN < p.max_len) load_tile(p, smem, s, k, v, s * kBlockN, p.max_len);
+        cute::cp_async_fence();
+      }
     }
-
-    // Q as the A operand: rows g and g + 8 of the tile, dims 16kk + 2c (+1, +8, +9).
+    // Q as the A operand: rows g and g + 8 of the tile, dims 16kk + 2c (+1, +8, +9); loaded before the
+    // length is used, so that its latency overlaps the length's and the first stages'.
     int row_index[2], token_of[2];
     Element const *q_row[2];
     CUTLASS_PRAGMA_UNROLL
@@ -174,6 +181,21 @@ struct DecodeKernel {
       }
     }
 
+    // Lengths past the cache are clamped; without lengths every cache is full.
+    int const len = min(max(len_given, 0), p.max_len);
+    int const per_split = (len + p.splits - 1) / p.splits;
+    int const chunk = (per_split + kBlockN - 1) / kBlockN * kBlockN;
+    int const begin = split * chunk;
+    int const end = min(len, begin + chunk);
+    int const tiles = end > begin ? (end - begin + kBlockN - 1) / kBlockN : 0;
+    if (!early) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < tiles) load_tile(p, smem, s, k, v, begin + s * kBlockN, end);
+        cute::cp_async_fence();
+      }
+    }
+
     float acc[kD / 8][4];                                    // O: dims 8d + 2c (+1) of rows g, g + 8
     CUTLASS_PRAGMA_UNROLL
     for (int d = 0; d < kD / 8; ++d) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.f;
@@ -188,7 +210,18 @@ struct DecodeKernel {
       cute::cp_async_fence();
       cute::cp_async_wait<kStages - 1>();
       __syncthreads();
-      Element const *sk = smem + (t % kStages) * 2 * kTileElements;
+      Element *const stage = smem + (t % kStages) * 2 * kTileElements;
+      if (early && t < kStages - 1 && begin + (t + 1) * kBlockN > end) {
+        // An early stage with rows past the length: zero their V.  (Their scores are masked to -inf, so
+        // P is 0 there, but a stale cache slot may hold NaN, and 0 * NaN is NaN.)
+        int const first = end - (begin + t * kBlockN);
+        for (int i = threadIdx.x; i < (kBlockN - first) * kChunks; i += kThreads) {
+          *reinterpret_cast<uint4 *>(stage + kTileElements + swizzled(first + i / kChunks, i % kChunks)) =
+              make_uint4(0u, 0u, 0u, 0u);
+        }
+        __syncthreads();
+      }
+      Element const *sk = stage;
       Element const *sv = sk + kTileElements;
       int const key0 = begin + t * kBlockN + 16 * warp;      // this warp's 16 keys
 
@@ -265,8 +298,8 @@ struct DecodeKernel {
     __syncthreads();
 
     // Merge the four warps: each row's max and sum, then the rescaled O summed in shared memory.
-    float *merge_o = reinterpret_cast<float *>(smem_raw);    // [warps][rows][D]
-    float *merge_m = merge_o + kWarps * kRows * kD;          // [warps][rows]
+    float *merge_o = reinterpret_cast<float *>(smem_raw);    // [warps][rows][kMergeStride]
+    float *merge_m = merge_o + kWarps * kRows * kMergeStride;   // [warps][rows]
     float *merge_l = merge_m + kWarps * kRows;
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -289,14 +322,16 @@ struct DecodeKernel {
     CUTLASS_PRAGMA_UNROLL
     for (int d = 0; d < kD / 8; ++d) {
       CUTLASS_PRAGMA_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        merge_o[(warp * kRows + g + 8 * (e / 2)) * kD + 8 * d + 2 * c + e % 2] = acc[d][e] * factor[e / 2];
+      for (int h = 0; h < 2; ++h) {
+        *reinterpret_cast<float2 *>(merge_o + (warp * kRows + g + 8 * h) * kMergeStride + 8 * d + 2 * c) =
+            make_float2(acc[d][2 * h] * factor[h], acc[d][2 * h + 1] * factor[h]);
       }
     }
     __syncthreads();
 
-    // Row r of the tile, dims [dim0, dim0 + kD / 8): one thread each (16 rows x 8 slices).
-    int const r = threadIdx.x / 8, dim0 = (threadIdx.x % 8) * (kD / 8);
+    // Row r of the tile (8 threads a row), dims 32 j + 4 (tid % 8) .. + 3: each quarter-warp reads 128
+    // contiguous bytes of a row.
+    int const r = threadIdx.x / 8, dim0 = 4 * (threadIdx.x % 8);
     int const row = row_group * kRows + r;
     if (row >= rows) return;
     float top = -INFINITY, sum = 0.f;
@@ -311,36 +346,35 @@ struct DecodeKernel {
     // Natural-log LSE of the scaled scores; +inf for no keys (flash-attn's convention).
     float const lse = sum > 0.f ? (top * p.scale_log2 + log2f(sum)) * 0.69314718055994531f : INFINITY;
     int const token = row / group, head = kv_head * group + row % group;
-    if (p.splits == 1) {
-      Element *o = static_cast<Element *>(p.o) + b * p.o_batch + token * p.o_token + head * p.o_head + dim0;
+    int64_t const slot = ((int64_t(b) * gridDim.y + blockIdx.y) * p.splits + split) * kRows + r;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kD / 32; ++j) {
+      int const dim = 32 * j + dim0;
+      float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < kD / 8; i += 2) {
-        float a = 0.f, a1 = 0.f;
-        CUTLASS_PRAGMA_UNROLL
-        for (int w = 0; w < kWarps; ++w) {
-          a += merge_o[(w * kRows + r) * kD + dim0 + i];
-          a1 += merge_o[(w * kRows + r) * kD + dim0 + i + 1];
-        }
-        *reinterpret_cast<uint32_t *>(o + i) = pack(a * inv, a1 * inv);
+      for (int w = 0; w < kWarps; ++w) {
+        float4 const x = *reinterpret_cast<float4 const *>(merge_o + (w * kRows + r) * kMergeStride + dim);
+        a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w;
       }
-      if (p.lse != nullptr && dim0 == 0) p.lse[b * p.lse_batch + head * p.lse_head + token] = lse;
-    } else {
-      int64_t const slot = ((int64_t(b) * gridDim.y + blockIdx.y) * p.splits + split) * kRows + r;
-      float *o = p.o_part + slot * kD + dim0;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < kD / 8; ++i) {
-        float a = 0.f;
-        CUTLASS_PRAGMA_UNROLL
-        for (int w = 0; w < kWarps; ++w) a += merge_o[(w * kRows + r) * kD + dim0 + i];
-        o[i] = a * inv;
+      if (p.splits == 1) {
+        Element *o = static_cast<Element *>(p.o) + b * p.o_batch + token * p.o_token + head * p.o_head + dim;
+        *reinterpret_cast<uint2 *>(o) = make_uint2(pack(a.x * inv, a.y * inv), pack(a.z * inv, a.w * inv));
+      } else {
+        *reinterpret_cast<float4 *>(p.o_part + slot * kD + dim) = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
       }
-      if (dim0 == 0) p.lse_part[slot] = sum > 0.f ? lse : -INFINITY;
+    }
+    if (dim0 == 0) {
+      if (p.splits > 1) {
+        p.lse_part[slot] = sum > 0.f ? lse : -INFINITY;
+      } else if (p.lse != nullptr) {
+        p.lse[b * p.lse_batch + head * p.lse_head + token] = lse;
+      }
     }
   }
 };
 
 template <class Kernel>
-__global__ void __launch_bounds__(Kernel::kThreads) decode_split_kernel(DecodeParams const p) {
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocks) decode_split_kernel(DecodeParams const p) {
   extern __shared__ __align__(128) char smem[];
   Kernel::run(p, smem);
 }
