@@ -396,17 +396,35 @@ __global__ void __launch_bounds__(kD / 2) decode_combine_kernel(DecodeParams con
   allow_next_grid();
   int const dim = 2 * threadIdx.x;
   int64_t const base = (int64_t(b) * gridDim.y + slot_y) * p.splits;
-  float top = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) top = fmaxf(top, p.lse_part[(base + s) * kRows + r]);
-  float sum = 0.f, a0 = 0.f, a1 = 0.f;
-  if (top != -INFINITY) {
-    for (int s = 0; s < p.splits; ++s) {
-      float const w = __expf(p.lse_part[(base + s) * kRows + r] - top);
-      float2 const o = *reinterpret_cast<float2 const *>(p.o_part + ((base + s) * kRows + r) * kD + dim);
-      sum += w;
-      a0 += w * o.x;
-      a1 += w * o.y;
+  // kBatch splits' LSEs and O's loaded at once, then merged with a running maximum: one round trip to
+  // L2 a batch.  (A pass for the maximum and one for the sums took 1 + S/2 dependent round trips: the
+  // O loads waited for the maximum, and ptxas kept two of them in flight.)
+  constexpr int kBatch = 8;
+  float top = -INFINITY, sum = 0.f, a0 = 0.f, a1 = 0.f;
+  for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
+    float lse[kBatch];
+    float2 o[kBatch];
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kBatch; ++j) {
+      int64_t const slot = (base + s0 + j) * kRows + r;
+      bool const valid = s0 + j < p.splits;
+      lse[j] = valid ? p.lse_part[slot] : -INFINITY;
+      o[j] = valid ? *reinterpret_cast<float2 const *>(p.o_part + slot * kD + dim) : make_float2(0.f, 0.f);
     }
+    float next = top;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kBatch; ++j) next = fmaxf(next, lse[j]);
+    if (next == -INFINITY) continue;                 // no keys so far
+    float const rescale = __expf(top - next);         // 0 while top is -inf (sums still 0)
+    sum *= rescale, a0 *= rescale, a1 *= rescale;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kBatch; ++j) {
+      float const w = __expf(lse[j] - next);          // 0 for a split without keys (-inf)
+      sum += w;
+      a0 += w * o[j].x;
+      a1 += w * o[j].y;
+    }
+    top = next;
   }
   float const inv = sum > 0.f ? 1.f / sum : 0.f;
   int const token = row / group, head = kv_head * group + row % group;
@@ -522,9 +540,11 @@ struct DecodeLauncher {
     cudaError_t err = launch_kernel(decode_split_kernel<Split>, grid, dim3(Split::kThreads), smem, stream,
                                     (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
+      // A CTA per query row: the rows a kv head has (T x G, when fewer than a group's 16).
+      int const rows = d.tokens * (d.num_heads / d.num_kv_heads);
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
-                          dim3(kRows, d.num_kv_heads * d.row_groups, d.batch), dim3(Kernel::kD / 2), 0, stream,
-                          false, 1, d);
+                          dim3(rows < kRows ? rows : kRows, d.num_kv_heads * d.row_groups, d.batch),
+                          dim3(Kernel::kD / 2), 0, stream, false, 1, d);
     }
     if (err != cudaSuccess) {
       cudaGetLastError();
