@@ -72,12 +72,24 @@ def test_fast_accum_is_fp8_only():
         GemmSpec("bf16", config=DecodeConfig(16, 4, 1), promotion=8)
 
 
-def test_promotion_interval_reaches_the_mainloop_arguments():
-    """Only a non-default interval is rendered (the other kernels' sources and cache keys stay), into
-    the kernel's CUTLASS arguments."""
+def test_precise_fp8_runs_our_promotion_mainloop():
+    """Without fast accumulation the CUTLASS fp8 mainloop is wrapped in ours (csrc/fused_gemm/fp8), which
+    promotes every `promotion` wgmmas, counted in k-tiles (4 wgmmas a 128-wide k-tile, 2 a 64-wide one);
+    fast accumulation and 16-bit kernels keep CUTLASS's, and their sources (and cache keys) as before."""
     cfg = FP8_RULES[False][-1].config
-    assert "mma_promotion_interval = 16;" in render(GemmSpec("e4m3", config=cfg, promotion=16))
-    assert "mma_promotion_interval" not in render(GemmSpec("e4m3", config=cfg))
+    for promotion, tiles in ((4, 1), (8, 2), (16, 4)):
+        spec = GemmSpec("e4m3", config=cfg, promotion=promotion)
+        src = render(spec)
+        assert f"fused_gemm::Sm90Fp8PromotionOverlap<CutlassMainloop, {tiles}>;" in src
+        assert '#include "fused_gemm/fp8/sm90_fp8_promotion.hpp"' in src and spec.csrc_includes == ("fp8",)
+        assert "mma_promotion_interval" not in src
+    half = GemmSpec("e4m3", config=TileConfig((128, 128, 64), (1, 1, 1), "cooperative"), promotion=8)
+    assert half.promotion_tiles == 4 and "Sm90Fp8PromotionOverlap<CutlassMainloop, 4>" in render(half)
+    fast = GemmSpec("e4m3", config=FP8_RULES[True][-1].config, fast_accum=True)
+    for other in (fast, GemmSpec("bf16", config=cfg), GemmSpec("bf16", config=DECODE)):
+        assert other.promotion_tiles is None and "Sm90Fp8PromotionOverlap" not in render(other)
+        assert "using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<" in render(other) \
+            or other.decode
 
 
 @pytest.mark.parametrize("text", ["a_scale+b_scale", "row_scale+b_scale+bias", "a_scale+col_scale+relu+residual",
@@ -113,14 +125,18 @@ def test_fp8_render_picks_the_fp8_pieces():
     assert "sm90_device_scalar" not in fast and "Sm90ScalarBroadcast<float" in fast
 
 
-def test_only_per_tensor_scales_bring_the_evt_header_into_the_key():
+def test_only_the_headers_a_kernel_includes_enter_its_key():
+    """The EVT node only with per-tensor scales, the fp8 mainloop only without fast accumulation."""
     from fused_gemm.generator import cache
     from fused_gemm.generator.registry import FAMILIES
     from fused_gemm.generator.toolchain import Toolchain
     tc = Toolchain(Path("/x/nvcc"), "13.0.88", "4.2.0")
     folders = FAMILIES["gemm"].csrc_folders
-    for spec, extra in ((GemmSpec("e4m3", epilogue="a_scale+col_scale", config=DECODE), ("fused_gemm/evt",)),
-                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=DECODE), ()),
+    fast = FP8_RULES[True][-1].config
+    for spec, extra in ((GemmSpec("e4m3", epilogue="a_scale+col_scale", config=DECODE),
+                         ("fused_gemm/evt", "fused_gemm/fp8")),
+                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=DECODE), ("fused_gemm/fp8",)),
+                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=fast, fast_accum=True), ()),
                         (GemmSpec("bf16", epilogue="bias"), ())):
         src = render(spec)
         assert cache.entry_for(spec, src, tc).key == cache.cache_key(src, "sm90a", tc, folders + extra)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 from .evt import THREAD_FUNCTORS, build_tree
-from .spec import DTYPES, FP8_PROMOTION, GemmSpec
+from .spec import DTYPES, GemmSpec
 
 ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
 
@@ -22,8 +22,9 @@ KERNEL_SCHEDULES = {
 # accumulation to wgmma (no promotion into fp32 registers every 4 MMAs: fewer instructions and
 # registers, the precision of cuBLAS's fast-accumulation mode).
 FP8_FAST_ACCUM = "FP8FastAccum"
-# Headers of EVT nodes of our own (csrc/fused_gemm/<folder>), by the folder a spec's csrc_includes names.
-EVT_HEADERS = {"evt": "fused_gemm/evt/sm90_device_scalar.hpp"}
+# Headers of our own (csrc/fused_gemm/<folder>) by the folder a spec's csrc_includes names: an EVT node,
+# the fp8 mainloop.
+HEADERS = {"evt": "fused_gemm/evt/sm90_device_scalar.hpp", "fp8": "fused_gemm/fp8/sm90_fp8_promotion.hpp"}
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
     "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
@@ -100,9 +101,8 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
-        extra_headers=[EVT_HEADERS[folder] for folder in spec.csrc_includes],
+        extra_headers=[HEADERS[folder] for folder in spec.csrc_includes],
+        promotion_tiles=spec.promotion_tiles,
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
-        # Only a non-default interval is spelled out: the other kernels' sources (and cache keys) stay.
-        promotion=spec.promotion if spec.promotion != FP8_PROMOTION else None,
     )

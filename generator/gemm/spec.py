@@ -217,7 +217,8 @@ class GemmSpec:
     to fp32: faster, less accurate at large K) over the default that adds the accumulators into fp32
     every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default);
     ``promotion`` (that default's MMAs between two promotions, CUTLASS's mma_promotion_interval: 4 =
-    every 128 of K) promotes less often: each promotion first waits for every wgmma in flight.
+    every 128 of K) promotes less often.  The promotions run while the tensor cores work on the next
+    interval (csrc/fused_gemm/fp8: two temporary accumulators), not after a drain as CUTLASS's do.
     A ``DecodeConfig`` in place of the tile config names the family's decode kernel
     (csrc/fused_gemm/gemv/sm90_dense_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
     tokens, 16-bit operands and an [N, K] weight, with the same epilogue steps but per-tensor scales.
@@ -303,12 +304,21 @@ class GemmSpec:
         return isinstance(self.config, DecodeConfig)
 
     @property
+    def promotion_tiles(self) -> Optional[int]:
+        """k-tiles between fp32 promotions for an fp8 wgmma kernel without fast accumulation (its
+        mainloop is csrc/fused_gemm/fp8's); None for every other kernel."""
+        if self.decode or self.a_dtype != "e4m3" or self.fast_accum:
+            return None
+        return self.promotion // (self.config.tile[2] // FP8_MMA_K)
+
+    @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the decode kernel, or the EVT node that reads per-tensor scales on the GPU."""
+        the decode kernel, the EVT node that reads per-tensor scales on the GPU, the fp8 mainloop."""
         if self.decode:
             return (GEMV,)
-        return ("evt",) if self.epilogue.a_scale or self.epilogue.b_scale else ()
+        return (("evt",) if self.epilogue.a_scale or self.epilogue.b_scale else ()) + \
+            (("fp8",) if self.promotion_tiles else ())
 
     @property
     def uri(self) -> str:

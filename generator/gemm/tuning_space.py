@@ -116,15 +116,15 @@ ROPE_EXTRA: Tuple[Candidate, ...] = (
 
 # fp8 (e4m3 x e4m3, row x column scales) without fast accumulation, prefill only (below M = 1024 the
 # swap-AB decode rows of heuristics.FP8_RULES serve).  Each consumer warpgroup keeps wgmma's accumulators
-# and their fp32 sum, so at most 64x128 of a tile per warpgroup: cooperative 128x128x128 tiles (cuBLAS's
-# own, nvjet 128x128_128x6 coopA), in each cluster shape, promoting every 8 or 16 wgmmas (every 4 ran
-# 0.83-0.88x _scaled_mm against 0.93-0.96x, perf/results/h100_sweep_fp8_promotion.txt; ping-pong
-# 64x128 tiles <= 0.68x, perf/results/h100_sweep_fp8.txt).
+# (two of them: csrc/fused_gemm/fp8 promotes one while the other is written) and their fp32 sum, so at
+# most 64x128 of a tile per warpgroup: cooperative 128x128x128 tiles (cuBLAS's own, nvjet 128x128_128x6
+# coopA), in each cluster shape, promoting every 4, 8 or 16 wgmmas (ping-pong 64x128 tiles <= 0.68x
+# _scaled_mm, perf/results/h100_sweep_fp8.txt).
 _FP8_GRID = (L(), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(swizzle=4, raster="along_m"),
              L(swizzle=8, raster="along_m"))
 SM90_E4M3: Tuple[Candidate, ...] = tuple(
     Candidate(T((128, 128, 128), cluster, "cooperative", "persistent"), 1024, 1 << 30, _FP8_GRID, promotion)
-    for cluster in ((1, 2, 1), (2, 1, 1), (1, 1, 1)) for promotion in (8, 16))
+    for cluster in ((1, 2, 1), (2, 1, 1), (1, 1, 1)) for promotion in (4, 8, 16))
 SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16, ("sm90a", "e4m3"): SM90_E4M3}
 
 
