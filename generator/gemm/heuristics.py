@@ -65,19 +65,19 @@ def pick(arch: str, m: int) -> Rule:
 #   precise, 128x128x128 cooperative 1x2, swizzle 8 along M: 0.93 / 0.83 / 0.86 at M = 1024 / 4096 / 16384
 #     (2x1: 0.87 / 0.83 / 0.85; pingpong 64x128: <= 0.68);
 #   fast, pingpong 128x128x128 2x1: 0.95 at M = 1024; 1x2, swizzle 8 along M: 0.97 / 0.96 at 4096 / 16384.
-# Precise prefill promotes every 8 wgmmas (256 of K), not CUTLASS's 4: each promotion waits for every
-# wgmma in flight.  The same sweep (--promotion 4 8 16, perf/results/h100_sweep_fp8_promotion.txt), the
-# row's kernel and launch in one run: 1.00 / 0.95 / 0.96 against 0.96 / 0.86 / 0.88 promoting every 4
-# (every 16: 1.01 / 0.95 / 0.97); perf/fp8_promotion_error.py at M =
-# 4096: 1.67e-3 relative error against float64 (4: 1.66e-3; _scaled_mm fast accumulation 2.1-3.3e-3),
-# 7.8e-4 from _scaled_mm's precise result (4: 1.3e-5; 16: 1.1e-3).  Promoting while the tensor cores run (two
-# temporary accumulators, no drain at a promotion) makes ptxas serialise the wgmmas (C7514): 0.69-0.80x
-# (perf/results/h100_sweep_fp8.txt, 2026-11-27).  The GPU's tuned table (`fused-gemm tune --op fp8`) overrides
-# the prefill row per weight shape and M bucket.
+# Precise prefill promotes every 4 wgmmas (128 of K, CUTLASS's default and cuBLAS's precision: 1.3e-5 from
+# _scaled_mm's precise result, 1.66e-3 against float64; every 8: 7.8e-4 from it, every 16: 1.1e-3;
+# perf/fp8_promotion_error.py at M = 4096).  With CUTLASS's mainloop, which drains the tensor cores at each
+# promotion, every 4 cost 10% against every 8 (perf/results/h100_sweep_fp8_promotion.txt); ours promotes
+# while the next interval's wgmmas run (csrc/fused_gemm/fp8), and then every 4 is as fast as 8 or 16: the
+# row's kernel, swizzle 8 along M, on an H100 at M = 1024 / 4096 / 16384, geomean over Llama-3-8B's four
+# shapes, 0.975 / 0.968 / 0.975x _scaled_mm (8: 0.974 / 0.960 / 0.983; CUTLASS's drain every 8: 0.961 /
+# 0.936 / 0.958; perf/results/h100_sweep_fp8.txt, 2026-11-27).  The GPU's tuned table (`fused-gemm tune
+# --op fp8`) overrides the prefill row per weight shape and M bucket.
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
     False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "cooperative", "persistent"),
-                               LaunchOptions(swizzle=8, raster="along_m"), promotion=8),),
+                               LaunchOptions(swizzle=8, raster="along_m")),),
     True: _FP8_DECODE + (Rule(2048, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),
                          Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "pingpong", "persistent"),
                               LaunchOptions(swizzle=8, raster="along_m"))),
