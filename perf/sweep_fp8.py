@@ -25,8 +25,8 @@ from fused_gemm.generator.gemm.spec import FP8_PROMOTION, Epilogue
 from build_variants import load_builds   # perf/, beside this script
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
-# Without fast accumulation each consumer warpgroup keeps two copies of its accumulators (wgmma's and
-# the fp32 sum): at most 64x128 of the tile per warpgroup, or it spills.
+# Without fast accumulation each consumer warpgroup keeps three copies of its accumulators (two of wgmma's,
+# csrc/fused_gemm/fp8, and the fp32 sum): at most 64x128 of the tile per warpgroup, or it spills.
 CONFIGS = {
     False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative"),
             TileConfig((128, 128, 128), (1, 2, 1), "cooperative"),

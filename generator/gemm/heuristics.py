@@ -56,10 +56,10 @@ def pick(arch: str, m: int) -> Rule:
 
 # -- fp8 (e4m3 x e4m3, W8A8): its own table, keyed by fast accumulation (GemmSpec.fast_accum) ------
 # Decode rows are SM90_RULES' (as for 16-bit operands: swap-AB, 64-row weight tiles, PDL),
-# with 128-element (128-byte) k-tiles.  Prefill with fp32 promotion (the default) keeps two copies of
-# the accumulators per consumer warpgroup (wgmma's and the fp32 sum), so a warpgroup owns at most
-# 64x128 of the tile: the cooperative 128x128x128 kernel (a pingpong 128x128 warpgroup would need 256
-# accumulator registers per thread and spill).  With fast accumulation, the pingpong 128x128x128
+# with 128-element (128-byte) k-tiles.  Prefill with fp32 promotion (the default) keeps three copies of
+# the accumulators per consumer warpgroup (two of wgmma's, one promoted while the other is written, and the
+# fp32 sum), so a warpgroup owns at most 64x128 of the tile: the cooperative 128x128x128 kernel (a pingpong
+# 128x128 warpgroup would need 384 accumulator registers per thread).  With fast accumulation, the pingpong 128x128x128
 # kernel in 2x1 clusters (CUTLASS's and vLLM's sm90 fp8 default).  perf/sweep_fp8.py on an H100
 # (Llama-3-8B's four prefill shapes, geomean speed vs torch._scaled_mm, perf/results/h100_sweep_fp8.txt):
 #   precise, 128x128x128 cooperative 1x2, swizzle 8 along M: 0.93 / 0.83 / 0.86 at M = 1024 / 4096 / 16384

@@ -216,8 +216,8 @@ class GemmSpec:
     picks CUTLASS's FP8FastAccum schedules (wgmma's own reduced-precision accumulation, never promoted
     to fp32: faster, less accurate at large K) over the default that adds the accumulators into fp32
     every 128 of K, as cuBLAS does with fast accumulation off (torch._scaled_mm's default);
-    ``promotion`` (that default's MMAs between two promotions, CUTLASS's mma_promotion_interval: 4 =
-    every 128 of K) promotes less often.  The promotions run while the tensor cores work on the next
+    ``promotion`` (wgmmas between two promotions, 4 = every 128 of K; a template parameter of our
+    mainloop, not CUTLASS's mma_promotion_interval argument, which it ignores) promotes less often.  The promotions run while the tensor cores work on the next
     interval (csrc/fused_gemm/fp8: two temporary accumulators), not after a drain as CUTLASS's do.
     A ``DecodeConfig`` in place of the tile config names the family's decode kernel
     (csrc/fused_gemm/gemv/sm90_dense_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
