@@ -15,7 +15,7 @@ import fused_gemm.quant.fp8  # noqa: F401  (registers the torch ops)
 from fused_gemm.generator import Epilogue, GemmSpec, QuantSpec, SpecError, TileConfig, render, spec_from_uri
 from fused_gemm.generator.gemm.heuristics import FP8_RULES, RULES
 from fused_gemm.generator.gemv import DecodeConfig
-from fused_gemm.generator.quant.presets import FP8_TEST_EPILOGUES
+from fused_gemm.generator.quant.presets import FP8_TEST_EPILOGUES, PROMOTION_TEST_CASES, promotion_test_spec
 
 from conftest import captured
 
@@ -305,6 +305,20 @@ def test_fp8_linear_matches_float64(epilogue, out, m):
     fresh = call(ep, g, out_dtype=dtype)
     assert fresh.dtype == dtype and fresh.shape == (m, N)
     assert_close(fresh, fp8_reference(ep, **g), TOL[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", PROMOTION_TEST_CASES, ids=lambda c: f"k{c[0]}p{c[1]}")
+@pytest.mark.parametrize("k", [128, 384, 640, 4224])
+def test_promotion_intervals_and_leftover_k_tiles(case, k):
+    """Our fp8 mainloop (csrc/fused_gemm/fp8) at intervals of 2, 4 and 8 k-tiles: one k-tile in all, fewer
+    k-tiles than an interval, and counts that leave k-tiles after the last whole pair of intervals."""
+    op = fused_gemm.compile(promotion_test_spec(*case))
+    ep = Epilogue.parse("row_scale+col_scale")
+    g = fp8_operands(ep, 257, 384, k, torch.bfloat16)
+    out = torch.full((257, 384), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = op(g["x"], g["weight"], row_scale=g["x_scale"], col_scale=g["w_scale"], out=out)
+    assert_close(got, fp8_reference(ep, **g), TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -6,7 +6,18 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ..gemm.presets import fp8_linear_specs
+from ..gemm.spec import GemmSpec, TileConfig
 from .spec import QuantSpec
+
+# The fp8 mainloop's longer promotion intervals (2, 4 and 8 k-tiles), which no rule of the heuristic takes:
+# (tile K, promotion) for tests/test_fp8.py's test_promotion_intervals_and_leftover_k_tiles.
+PROMOTION_TEST_CASES = [(128, 8), (128, 16), (64, 16)]
+
+
+def promotion_test_spec(tile_k: int, promotion: int) -> GemmSpec:
+    return GemmSpec("e4m3", epilogue="row_scale+col_scale", promotion=promotion,
+                    config=TileConfig((128, 128, tile_k), (1, 1, 1), "cooperative"))
+
 
 # (epilogue, output dtype): both scale granularities, mixed ones, bias, activations, residual.
 FP8_TEST_EPILOGUES = [
@@ -24,6 +35,7 @@ def _fp8_gpu_tests() -> list:
         specs += fp8_linear_specs(epilogue, out)
     specs += fp8_linear_specs("row_scale+col_scale", fast_accum=True)
     specs += fp8_linear_specs("row_scale+col_scale", "fp32")
+    specs += [promotion_test_spec(*case) for case in PROMOTION_TEST_CASES]
     return specs
 
 
