@@ -32,6 +32,7 @@ class Node:
     element: Optional[str] = None   # compute: output element; vectors: input element
     operand: Optional[str] = None   # scalar / vector: the Problem field it reads
     pointers: Tuple[str, ...] = ()  # device_scalar: Problem fields pointing at one fp32 each, multiplied in
+    ahead: bool = False             # vectors: read by the epilogue's load warp ahead of the tile (GemmSpec.vectors_ahead)
 
 
 def _compute(fn: str, *children: Node, element: str = "float") -> Node:
@@ -51,16 +52,17 @@ def build_tree(spec: GemmSpec) -> Node:
     n_vec = "col_vec" if swap else "row_vec"   # one value per output feature n
     m_vec = "row_vec" if swap else "col_vec"   # one value per token m
     fp32 = DTYPES["fp32"][0]
+    ahead = spec.vectors_ahead
 
     x = Node("acc")
     if ep.row_scale:
-        x = _compute("cutlass::multiplies", Node(m_vec, element=fp32, operand="row_scale"), x)
+        x = _compute("cutlass::multiplies", Node(m_vec, element=fp32, operand="row_scale", ahead=ahead), x)
     if ep.col_scale:
-        x = _compute("cutlass::multiplies", Node(n_vec, element=fp32, operand="col_scale"), x)
+        x = _compute("cutlass::multiplies", Node(n_vec, element=fp32, operand="col_scale", ahead=ahead), x)
     pointers = tuple(field for field, on in (("row_scale", ep.a_scale), ("col_scale", ep.b_scale)) if on)
     alpha = Node("device_scalar", operand="alpha", pointers=pointers) if pointers else Node("scalar", operand="alpha")
     if ep.bias:
-        bias = Node(n_vec, element=DTYPES[spec.bias_dtype][0], operand="bias")
+        bias = Node(n_vec, element=DTYPES[spec.bias_dtype][0], operand="bias", ahead=ahead)
         x = _compute("cutlass::homogeneous_multiply_add", alpha, x, bias)
     else:
         x = _compute("cutlass::multiplies", alpha, x)

@@ -148,6 +148,7 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
         GemmSpec("bf16", epilogue="bias+gelu_tanh"),
         linear_specs("fp16", "row_scale+col_scale+bias+silu+residual")[0],
         fp8_linear_specs("a_scale+b_scale+bias+silu")[0],   # fp8 mainloop, swap-AB, the GPU-scalar EVT node
+        fp8_linear_specs("row_scale+b_scale+bias+silu")[-1],   # prefill: vectors read ahead beside a GPU scalar
         # a tuned table's odd-width tile with an explicit epilogue tile, under the widest epilogue and fp32 out
         GemmSpec("bf16", out_dtype="fp32", epilogue="row_scale+col_scale+bias+silu+residual",
                  config=TileConfig((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32))),

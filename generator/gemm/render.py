@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from .evt import THREAD_FUNCTORS, build_tree
 from .spec import DTYPES, GemmSpec
@@ -22,9 +22,11 @@ KERNEL_SCHEDULES = {
 # accumulation to wgmma (no promotion into fp32 registers every 4 MMAs: fewer instructions and
 # registers, the precision of cuBLAS's fast-accumulation mode).
 FP8_FAST_ACCUM = "FP8FastAccum"
-# Headers of our own (csrc/fused_gemm/<folder>) by the folder a spec's csrc_includes names: an EVT node,
-# the fp8 mainloop.
-HEADERS = {"evt": "fused_gemm/evt/sm90_device_scalar.hpp", "fp8": "fused_gemm/fp8/sm90_fp8_promotion.hpp"}
+# Headers of our own (in the csrc/fused_gemm folders a spec's csrc_includes names, which key its cache
+# entry): the EVT nodes for scales read on the GPU and for vectors read ahead, the fp8 mainloop.
+HEADERS = {"device_scalar": "fused_gemm/evt/sm90_device_scalar.hpp",
+           "vectors_ahead": "fused_gemm/evt/sm90_prefetched_vector.hpp",
+           "fp8": "fused_gemm/fp8/sm90_fp8_promotion.hpp"}
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
     "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
@@ -82,6 +84,13 @@ def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
     )
 
 
+def own_headers(spec: GemmSpec) -> List[str]:
+    ep = spec.epilogue
+    needed = {"device_scalar": ep.a_scale or ep.b_scale, "vectors_ahead": spec.vectors_ahead,
+              "fp8": bool(spec.promotion_tiles)}
+    return [HEADERS[name] for name, on in needed.items() if on]
+
+
 def context(spec: GemmSpec) -> Dict[str, Any]:
     if spec.decode:
         return _decode_context(spec)
@@ -101,7 +110,7 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
-        extra_headers=[HEADERS[folder] for folder in spec.csrc_includes],
+        extra_headers=own_headers(spec),
         promotion_tiles=spec.promotion_tiles,
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),

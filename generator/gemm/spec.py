@@ -312,13 +312,26 @@ class GemmSpec:
         return self.promotion // (self.config.tile[2] // FP8_MMA_K)
 
     @property
+    def vectors_ahead(self) -> bool:
+        """The epilogue's vectors (scales, bias) are read by its load warp ahead of each tile
+        (csrc/fused_gemm/evt/sm90_prefetched_vector.hpp) instead of when the tile's epilogue starts: an
+        fp8 tile computes fast enough for that L2 round trip to show (H100, 128x128x128 at K = 4096:
+        1.3-1.5% of the kernel).  Persistent cooperative and ping-pong kernels only: the plain
+        warp-specialized kernel issues its epilogue loads after its mainloop, and stream-K's separate
+        reduction stores one subtile at a time.  bf16/fp16 kernels keep CUTLASS's broadcasts (their
+        tuned tables were timed with them)."""
+        ep = self.epilogue
+        return (not self.decode and self.a_dtype == "e4m3" and self.config.scheduler == "persistent"
+                and self.config.schedule in ("cooperative", "pingpong") and (ep.row_scale or ep.col_scale or ep.bias))
+
+    @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the decode kernel, the EVT node that reads per-tensor scales on the GPU, the fp8 mainloop."""
+        the decode kernel, the EVT nodes (scales read on the GPU, vectors read ahead), the fp8 mainloop."""
         if self.decode:
             return (GEMV,)
-        return (("evt",) if self.epilogue.a_scale or self.epilogue.b_scale else ()) + \
-            (("fp8",) if self.promotion_tiles else ())
+        evt = self.epilogue.a_scale or self.epilogue.b_scale or self.vectors_ahead
+        return (("evt",) if evt else ()) + (("fp8",) if self.promotion_tiles else ())
 
     @property
     def uri(self) -> str:
