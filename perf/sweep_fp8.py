@@ -4,7 +4,7 @@ accumulation mode, to choose generator/gemm/heuristics.py's FP8_RULES.
 
     python perf/sweep_fp8.py --build-only              # compile every candidate (no GPU needed)
     python perf/sweep_fp8.py [--json out.json] [--m 4096] [--accum precise fast] [--promotion 4 8 16]
-                             [--configs t128x128x128_c1x2x1_coop_persist ...] [--variants DIR]
+                             [--configs t128x128x128_c1x2x1_coop_persist_e128x64 ...] [--variants DIR]
 
 Variants are timed three at a time with _scaled_mm on the same inputs (ratios per repetition, as
 `fused-gemm tune` does): dozens at once skew the baseline.  --variants DIR adds builds of a kernel edit
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from fused_gemm.generator import GemmSpec, LaunchOptions as L, TileConfig, build_many
+from fused_gemm.generator.gemm.heuristics import FP8_EPILOGUE_TILE
 from fused_gemm.generator.gemm.spec import FP8_PROMOTION, Epilogue
 
 from build_variants import load_builds   # perf/, beside this script
@@ -28,9 +29,10 @@ SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "dow
 # Without fast accumulation each consumer warpgroup keeps three copies of its accumulators (two of wgmma's,
 # csrc/fused_gemm/fp8, and the fp32 sum): at most 64x128 of the tile per warpgroup, or it spills.
 CONFIGS = {
-    False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative"),
-            TileConfig((128, 128, 128), (1, 2, 1), "cooperative"),
-            TileConfig((128, 128, 128), (1, 1, 1), "cooperative"),   # cuBLAS's (nvjet 128x128_128x6 1x1 coopA)
+    False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative", epilogue_tile=FP8_EPILOGUE_TILE),
+            TileConfig((128, 128, 128), (1, 2, 1), "cooperative", epilogue_tile=FP8_EPILOGUE_TILE),
+            TileConfig((128, 128, 128), (1, 1, 1), "cooperative",    # cuBLAS's (nvjet 128x128_128x6 1x1 coopA)
+                       epilogue_tile=FP8_EPILOGUE_TILE),
             TileConfig((64, 128, 128), (1, 2, 1), "pingpong"),
             TileConfig((64, 128, 128), (2, 1, 1), "pingpong")],
     True: [TileConfig((128, 128, 128), (2, 1, 1), "pingpong"),

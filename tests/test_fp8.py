@@ -92,10 +92,10 @@ def test_precise_fp8_runs_our_promotion_mainloop():
             or other.decode
 
 
-def test_fp8_vectors_are_read_ahead_by_persistent_cooperative_and_pingpong_kernels():
+def test_fp8_vectors_are_read_ahead_by_persistent_cooperative_kernels():
     """Their scales and bias come from csrc/fused_gemm/evt's read-ahead node, one value per kernel row
-    (mode 0) or column (mode 1), swapped with the operands; the plain warp-specialized decode tiles, stream-K
-    and 16-bit kernels keep CUTLASS's broadcasts."""
+    (mode 0) or column (mode 1), swapped with the operands; ping-pong, the plain warp-specialized decode
+    tiles, stream-K and 16-bit kernels keep CUTLASS's broadcasts."""
     precise = FP8_RULES[False][-1].config
     spec = GemmSpec("e4m3", epilogue="row_scale+col_scale+bias", config=precise)
     src = render(spec)
@@ -109,10 +109,9 @@ def test_fp8_vectors_are_read_ahead_by_persistent_cooperative_and_pingpong_kerne
     swapped = GemmSpec("e4m3", epilogue="row_scale+col_scale",
                        config=TileConfig((128, 128, 128), (1, 1, 1), "cooperative", swap_ab=True))
     assert "Sm90PrefetchedVector<1, TileShape, float>,\n        fusion::Sm90AccFetch" in render(swapped)
-    pingpong = GemmSpec("e4m3", epilogue="row_scale+col_scale", config=FP8_RULES[True][-1].config, fast_accum=True)
-    assert pingpong.vectors_ahead and "Sm90PrefetchedVector" in render(pingpong)
     stream_k = TileConfig((128, 128, 128), (1, 1, 1), "cooperative", "stream_k")
-    for other in (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=DECODE),
+    for other in (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=FP8_RULES[True][-1].config, fast_accum=True),
+                  GemmSpec("e4m3", epilogue="row_scale+col_scale", config=DECODE),
                   GemmSpec("e4m3", epilogue="row_scale+col_scale", config=stream_k),
                   GemmSpec("e4m3", epilogue="a_scale+b_scale", config=precise),
                   GemmSpec("bf16", epilogue="bias", config=precise)):
@@ -164,11 +163,11 @@ def test_only_the_headers_a_kernel_includes_enter_its_key():
     for spec, extra in ((GemmSpec("e4m3", epilogue="a_scale+col_scale", config=DECODE),
                          ("fused_gemm/evt", "fused_gemm/fp8")),
                         (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=DECODE), ("fused_gemm/fp8",)),
-                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=fast, fast_accum=True),
-                         ("fused_gemm/evt",)),
+                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=fast, fast_accum=True), ()),
                         (GemmSpec("e4m3", epilogue="a_scale+b_scale", config=fast, fast_accum=True),
                          ("fused_gemm/evt",)),
-                        (GemmSpec("e4m3", config=fast, fast_accum=True), ()),
+                        (GemmSpec("e4m3", epilogue="row_scale+col_scale", config=FP8_RULES[False][-1].config),
+                         ("fused_gemm/evt", "fused_gemm/fp8")),
                         (GemmSpec("bf16", epilogue="bias"), ())):
         src = render(spec)
         assert cache.entry_for(spec, src, tc).key == cache.cache_key(src, "sm90a", tc, folders + extra)

@@ -74,9 +74,16 @@ def pick(arch: str, m: int) -> Rule:
 # shapes, 0.975 / 0.968 / 0.975x _scaled_mm (8: 0.974 / 0.960 / 0.983; CUTLASS's drain every 8: 0.961 /
 # 0.936 / 0.958; perf/results/h100_sweep_fp8.txt, 2026-11-27).  The GPU's tuned table (`fused-gemm tune
 # --op fp8`) overrides the prefill row per weight shape and M bucket.
+# The precise kernel stores its tile in two 128x64 subtiles, not CUTLASS's four 128x32 ones: each subtile
+# costs the consumers a wait and a release on the epilogue's load pipeline (which brings the scales ahead,
+# GemmSpec.vectors_ahead).  Same run, H100, the row's kernel, geomean as above: 0.982 / 1.012 / 1.016 against
+# 0.966 / 0.989 / 0.996 with 128x32 subtiles and 0.973 / 0.970 / 0.978 with CUTLASS's broadcasts (128x128
+# subtiles: 0.967 / 0.999 / 0.993; perf/results/h100_sweep_fp8.txt, 2026-11-27).
+FP8_EPILOGUE_TILE = (128, 64)
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {
-    False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "cooperative", "persistent"),
+    False: _FP8_DECODE + (Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "cooperative", "persistent",
+                                          epilogue_tile=FP8_EPILOGUE_TILE),
                                LaunchOptions(swizzle=8, raster="along_m")),),
     True: _FP8_DECODE + (Rule(2048, TileConfig((128, 128, 128), (2, 1, 1), "pingpong", "persistent")),
                          Rule(_BIG_M, TileConfig((128, 128, 128), (1, 2, 1), "pingpong", "persistent"),

@@ -314,15 +314,17 @@ class GemmSpec:
     @property
     def vectors_ahead(self) -> bool:
         """The epilogue's vectors (scales, bias) are read by its load warp ahead of each tile
-        (csrc/fused_gemm/evt/sm90_prefetched_vector.hpp) instead of when the tile's epilogue starts: an
-        fp8 tile computes fast enough for that L2 round trip to show (H100, 128x128x128 at K = 4096:
-        1.3-1.5% of the kernel).  Persistent cooperative and ping-pong kernels only: the plain
-        warp-specialized kernel issues its epilogue loads after its mainloop, and stream-K's separate
-        reduction stores one subtile at a time.  bf16/fp16 kernels keep CUTLASS's broadcasts (their
-        tuned tables were timed with them)."""
+        (csrc/fused_gemm/evt/sm90_prefetched_vector.hpp) instead of when the tile's epilogue starts, where
+        a cooperative kernel's tensor cores wait out the L2 round trip: fp8's 128x128x128 tile at K = 4096
+        computes in ~9 us, and the wait cost it 1-2% (H100, perf/results/h100_sweep_fp8.txt).  Persistent
+        cooperative fp8 kernels only: a ping-pong kernel hides its epilogue behind the other warpgroup's
+        mainloop (read ahead, its fast-accumulation kernel moved +2.8 / +0.3 / -0.9% at M = 1024 / 4096 /
+        16384: noise), the plain warp-specialized kernel issues its epilogue loads only after its
+        mainloop, and stream-K's separate reduction stores one subtile at a time.  bf16/fp16 kernels keep
+        CUTLASS's broadcasts (their tables were tuned with them)."""
         ep = self.epilogue
         return (not self.decode and self.a_dtype == "e4m3" and self.config.scheduler == "persistent"
-                and self.config.schedule in ("cooperative", "pingpong") and (ep.row_scale or ep.col_scale or ep.bias))
+                and self.config.schedule == "cooperative" and (ep.row_scale or ep.col_scale or ep.bias))
 
     @property
     def csrc_includes(self) -> Tuple[str, ...]:

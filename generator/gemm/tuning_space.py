@@ -14,6 +14,7 @@ from typing import Tuple, Union
 
 from ..gemv import DecodeConfig as D
 from .launch import LaunchOptions as L
+from .heuristics import FP8_EPILOGUE_TILE
 from .spec import FP8_PROMOTION, TileConfig as T
 
 
@@ -123,7 +124,8 @@ ROPE_EXTRA: Tuple[Candidate, ...] = (
 _FP8_GRID = (L(), L(swizzle=4), L(swizzle=8), L(raster="along_m"), L(swizzle=4, raster="along_m"),
              L(swizzle=8, raster="along_m"))
 SM90_E4M3: Tuple[Candidate, ...] = tuple(
-    Candidate(T((128, 128, 128), cluster, "cooperative", "persistent"), 1024, 1 << 30, _FP8_GRID, promotion)
+    Candidate(T((128, 128, 128), cluster, "cooperative", "persistent", epilogue_tile=FP8_EPILOGUE_TILE), 1024, 1 << 30,
+              _FP8_GRID, promotion)
     for cluster in ((1, 2, 1), (2, 1, 1), (1, 1, 1)) for promotion in (4, 8, 16))
 SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16, ("sm90a", "e4m3"): SM90_E4M3}
 
