@@ -55,7 +55,8 @@ def row(b, length, bandwidth, builds=None, capacity=0):
     ref = F.scaled_dot_product_attention(q[:2, :, None].double(), kt[:2].double(), vt[:2].double(),
                                          enable_gqa=True)[:, :, 0]
     err = float((o[:2].double() - ref).norm() / ref.norm())
-    r = {"B": b, "S": length, "S_max": max(length, capacity), "ours_us": t["ours"] * 1e6, "sdpa_us": t["sdpa"] * 1e6, "vs_sdpa": over["sdpa"],
+    r = {"B": b, "S": length, "S_max": max(length, capacity), "ours_us": t["ours"] * 1e6, "sdpa_us": t["sdpa"] * 1e6,
+         "vs_sdpa": over["sdpa"],
          "bw_fraction": nbytes / t["ours"] / bandwidth, "sdpa_bw_fraction": nbytes / t["sdpa"] / bandwidth,
          "rel_err": err, "variants": {}}
     for name, op in (builds or {}).items():

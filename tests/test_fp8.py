@@ -339,6 +339,20 @@ def test_fp8_linear_matches_float64(epilogue, out, m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("epilogue, out", [case for case in FP8_TEST_EPILOGUES if case[0] != "a_scale+b_scale"])
+def test_read_ahead_vectors_over_many_tiles_a_cta(epilogue, out):
+    """The prefill kernel's scales and bias pass through two shared-memory slots that the epilogue's load
+    warp fills ahead of the consumers (csrc/fused_gemm/evt/sm90_prefetched_vector.hpp): at K = 128 that
+    warp runs furthest ahead, ~16 tiles a CTA reuse each slot several times, M and N end in partial tiles,
+    and the residual case reuses C's buffer (a deeper load pipeline)."""
+    ep, dtype = Epilogue.parse(epilogue), OUT[out]
+    m, n, k = 8191, 4104, 128
+    g = fp8_operands(ep, m, n, k, dtype)
+    result = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    assert_close(call(ep, g, out=result), fp8_reference(ep, **g), TOL[dtype])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", PROMOTION_TEST_CASES, ids=lambda c: f"k{c[0]}p{c[1]}")
 @pytest.mark.parametrize("k", [128, 384, 640, 4224])
 def test_promotion_intervals_and_leftover_k_tiles(case, k):

@@ -32,7 +32,7 @@ class Node:
     element: Optional[str] = None   # compute: output element; vectors: input element
     operand: Optional[str] = None   # scalar / vector: the Problem field it reads
     pointers: Tuple[str, ...] = ()  # device_scalar: Problem fields pointing at one fp32 each, multiplied in
-    ahead: bool = False             # vectors: read by the epilogue's load warp ahead of the tile (GemmSpec.vectors_ahead)
+    ahead: bool = False             # vectors: read ahead by the epilogue's load warp (GemmSpec.vectors_ahead)
 
 
 def _compute(fn: str, *children: Node, element: str = "float") -> Node:

@@ -76,9 +76,10 @@ def pick(arch: str, m: int) -> Rule:
 # --op fp8`) overrides the prefill row per weight shape and M bucket.
 # The precise kernel stores its tile in two 128x64 subtiles, not CUTLASS's four 128x32 ones: each subtile
 # costs the consumers a wait and a release on the epilogue's load pipeline (which brings the scales ahead,
-# GemmSpec.vectors_ahead).  Same run, H100, the row's kernel, geomean as above: 0.982 / 1.012 / 1.016 against
-# 0.966 / 0.989 / 0.996 with 128x32 subtiles and 0.973 / 0.970 / 0.978 with CUTLASS's broadcasts (128x128
-# subtiles: 0.967 / 0.999 / 0.993; perf/results/h100_sweep_fp8.txt, 2026-11-27).
+# GemmSpec.vectors_ahead).  Same run, the row's kernel, geomean as above, M = 1024 / 4096 / 16384: H100
+# 0.988 / 0.994 / 1.022 against 0.966 / 0.993 / 1.007 with 128x32 subtiles and 0.961 / 0.971 / 0.979 with
+# CUTLASS's broadcasts; H200 0.992 / 0.990 / 0.983, 0.983 / 0.970 / 0.967, 0.980 / 0.959 / 0.959 (an earlier
+# H100 run: 128x128 subtiles 0.967 / 0.999 / 0.993, behind 128x64; perf/results/h{100,200}_sweep_fp8.txt).
 FP8_EPILOGUE_TILE = (128, 64)
 _FP8_DECODE = SM90_RULES[:2]   # the 16-bit decode rows: 64x16 / 64x64 swap-AB tiles, K 128 (128 fp8 bytes)
 FP8_RULES: Dict[bool, Tuple[Rule, ...]] = {

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from .evt import THREAD_FUNCTORS, build_tree
 from .spec import DTYPES, GemmSpec
@@ -22,11 +22,6 @@ KERNEL_SCHEDULES = {
 # accumulation to wgmma (no promotion into fp32 registers every 4 MMAs: fewer instructions and
 # registers, the precision of cuBLAS's fast-accumulation mode).
 FP8_FAST_ACCUM = "FP8FastAccum"
-# Headers of our own (in the csrc/fused_gemm folders a spec's csrc_includes names, which key its cache
-# entry): the EVT nodes for scales read on the GPU and for vectors read ahead, the fp8 mainloop.
-HEADERS = {"device_scalar": "fused_gemm/evt/sm90_device_scalar.hpp",
-           "vectors_ahead": "fused_gemm/evt/sm90_prefetched_vector.hpp",
-           "fp8": "fused_gemm/fp8/sm90_fp8_promotion.hpp"}
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
     "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
@@ -84,13 +79,6 @@ def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
     )
 
 
-def own_headers(spec: GemmSpec) -> List[str]:
-    ep = spec.epilogue
-    needed = {"device_scalar": ep.a_scale or ep.b_scale, "vectors_ahead": spec.vectors_ahead,
-              "fp8": bool(spec.promotion_tiles)}
-    return [HEADERS[name] for name, on in needed.items() if on]
-
-
 def context(spec: GemmSpec) -> Dict[str, Any]:
     if spec.decode:
         return _decode_context(spec)
@@ -110,7 +98,8 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
-        extra_headers=own_headers(spec),
+        extra_headers=spec.own_headers,
+        vectors_ahead=spec.vectors_ahead,
         promotion_tiles=spec.promotion_tiles,
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),

@@ -327,13 +327,24 @@ class GemmSpec:
                 and self.config.schedule == "cooperative" and (ep.row_scale or ep.col_scale or ep.bias))
 
     @property
+    def own_headers(self) -> Tuple[str, ...]:
+        """Headers of ours (under csrc/) this kernel includes besides its family's: the EVT nodes for
+        scales read on the GPU and for vectors read ahead, the fp8 mainloop."""
+        if self.decode:
+            return ()
+        ep = self.epilogue
+        needed = (("fused_gemm/evt/sm90_device_scalar.hpp", ep.a_scale or ep.b_scale),
+                  ("fused_gemm/evt/sm90_prefetched_vector.hpp", self.vectors_ahead),
+                  ("fused_gemm/fp8/sm90_fp8_promotion.hpp", bool(self.promotion_tiles)))
+        return tuple(header for header, on in needed if on)
+
+    @property
     def csrc_includes(self) -> Tuple[str, ...]:
         """csrc/fused_gemm folders this kernel includes besides its family's (in its cache key only):
-        the decode kernel, the EVT nodes (scales read on the GPU, vectors read ahead), the fp8 mainloop."""
+        the decode kernel's, or those of its own headers."""
         if self.decode:
             return (GEMV,)
-        evt = self.epilogue.a_scale or self.epilogue.b_scale or self.vectors_ahead
-        return (("evt",) if evt else ()) + (("fp8",) if self.promotion_tiles else ())
+        return tuple(dict.fromkeys(header.split("/")[1] for header in self.own_headers))
 
     @property
     def uri(self) -> str:

@@ -10,12 +10,12 @@
 #pragma once
 
 #include "cutlass/arch/grid_dependency_control.h"
-#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "fused_gemm/evt/sm90_node.hpp"
 
 namespace fused_gemm {
 
 template <int kCount>
-struct Sm90DeviceScalar {
+struct Sm90DeviceScalar : Sm90NodeWithoutWorkspace {
   static_assert(kCount >= 1, "at least one scalar on the GPU (otherwise Sm90ScalarBroadcast)");
 
   struct SharedStorage {};
@@ -28,27 +28,11 @@ struct Sm90DeviceScalar {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void *) {
-    return args;
-  }
-
-  template <class ProblemShape>
   static bool can_implement(ProblemShape const &, Arguments const &args) {
     for (int i = 0; i < kCount; ++i) {
       if (args.ptrs[i] == nullptr) return false;
     }
     return true;
-  }
-
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
-    return 0;
-  }
-
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const &, Arguments const &, void *, cudaStream_t,
-                                              cutlass::CudaHostAdapter * = nullptr) {
-    return cutlass::Status::kSuccess;
   }
 
   CUTLASS_HOST_DEVICE Sm90DeviceScalar() {}

@@ -12,19 +12,21 @@
 // (each of the warp's lanes arrives after its own stores) makes the values visible to the consumers.
 //
 // Two slots, by the tile's parity: the producer writes tile t + 2's slot once the consumers have freed
-// the pipeline stage of tile t + 2's first subtile, StagesC subtiles earlier, and CUTLASS's builder
-// gives StagesC <= subtiles per tile (+1 for two-subtile tiles that reuse C's buffer), so they have
-// left tile t by then.  The slot and the subtile both come from the load pipeline's iteration count,
-// which the producer's step() and the consumers' previsit() see alike; kernels that visit one subtile
-// at a time (stream-K's separate reduction) break that count and must not use this node.
+// the load stage of iteration (t + 2) S - StagesC (S subtiles a tile), and they have left tile t once they
+// freed its last, t S + S - 1: so StagesC <= S + 1, which CUTLASS's builder gives (StagesC = min(S, 4),
+// or with C's buffer reused at most max(min(S, 4), min(S, 2) + 1)) and every kernel using this node
+// asserts (slots_suffice, below).  The slot and the subtile both come from the load pipeline's iteration
+// count, which the producer's step() and the consumers' previsit() see alike; kernels that store one
+// subtile at a time (stream-K's separate reduction) break that count and must not use this node.  The
+// batch index is not read: one vector for every batch, like the broadcasts it replaces.
 #pragma once
 
-#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "fused_gemm/evt/sm90_node.hpp"
 
 namespace fused_gemm {
 
 template <int kMode, class CtaTileShapeMNK, class Element = float>
-struct Sm90PrefetchedVector {
+struct Sm90PrefetchedVector : Sm90NodeWithoutWorkspace {
   static_assert(kMode == 0 || kMode == 1, "0: a value per row (M), 1: a value per column (N)");
   static constexpr int kExtent = cute::size<kMode>(CtaTileShapeMNK{});
   static constexpr int kSlots = 2;
@@ -40,24 +42,8 @@ struct Sm90PrefetchedVector {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void *) {
-    return args;
-  }
-
-  template <class ProblemShape>
   static bool can_implement(ProblemShape const &, Arguments const &args) {
     return args.ptr != nullptr;
-  }
-
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
-    return 0;
-  }
-
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const &, Arguments const &, void *, cudaStream_t,
-                                              cutlass::CudaHostAdapter * = nullptr) {
-    return cutlass::Status::kSuccess;
   }
 
   CUTLASS_HOST_DEVICE Sm90PrefetchedVector() {}
@@ -73,6 +59,13 @@ struct Sm90PrefetchedVector {
   CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
 
   CUTLASS_DEVICE bool is_zero() const { return false; }
+
+  // For a static_assert beside the kernel's CollectiveEpilogue (the comment at the top).
+  template <class CollectiveEpilogue>
+  static constexpr bool slots_suffice() {
+    return CollectiveEpilogue::DispatchPolicy::StagesC <=
+           (kSlots - 1) * subtiles_per_tile<typename CollectiveEpilogue::EpilogueTile>() + 1;
+  }
 
   template <class EpilogueTile>
   static constexpr int subtiles_per_tile() {
@@ -102,7 +95,8 @@ struct Sm90PrefetchedVector {
         if (vector_ok && i + 4 <= valid) {
           Chunk const c = *reinterpret_cast<Chunk const *>(src + i);
           v = make_float4(float(c[0]), float(c[1]), float(c[2]), float(c[3]));
-        } else {   // the problem's edge, or a vector that is not aligned; rows past the edge read 0
+        } else {   // the problem's edge, or an unaligned vector (only through the C ABI: Python checks
+                   // alignment); rows past the edge read 0
           v.x = i + 0 < valid ? float(src[i + 0]) : 0.f;
           v.y = i + 1 < valid ? float(src[i + 1]) : 0.f;
           v.z = i + 2 < valid ? float(src[i + 2]) : 0.f;
