@@ -29,10 +29,8 @@ SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "dow
 # Without fast accumulation each consumer warpgroup keeps three copies of its accumulators (two of wgmma's,
 # csrc/fused_gemm/fp8, and the fp32 sum): at most 64x128 of the tile per warpgroup, or it spills.
 CONFIGS = {
-    False: [TileConfig((128, 128, 128), (2, 1, 1), "cooperative", epilogue_tile=FP8_EPILOGUE_TILE),
-            TileConfig((128, 128, 128), (1, 2, 1), "cooperative", epilogue_tile=FP8_EPILOGUE_TILE),
-            TileConfig((128, 128, 128), (1, 1, 1), "cooperative",    # cuBLAS's (nvjet 128x128_128x6 1x1 coopA)
-                       epilogue_tile=FP8_EPILOGUE_TILE),
+    False: [TileConfig((128, 128, 128), cluster, "cooperative", epilogue_tile=FP8_EPILOGUE_TILE)
+            for cluster in ((2, 1, 1), (1, 2, 1), (1, 1, 1))] + [   # 1x1: cuBLAS's (nvjet 128x128_128x6 coopA)
             TileConfig((64, 128, 128), (1, 2, 1), "pingpong"),
             TileConfig((64, 128, 128), (2, 1, 1), "pingpong")],
     True: [TileConfig((128, 128, 128), (2, 1, 1), "pingpong"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from ..gemm.presets import fp8_linear_specs
+from ..gemm.presets import fp8_linear_specs, tuned_kernel
 from ..gemm.spec import GemmSpec, TileConfig
 from .spec import QuantSpec
 
@@ -15,8 +15,7 @@ PROMOTION_TEST_CASES = [(128, 8), (128, 16), (64, 16)]
 
 
 def promotion_test_spec(tile_k: int, promotion: int) -> GemmSpec:
-    return GemmSpec("e4m3", epilogue="row_scale+col_scale", promotion=promotion,
-                    config=TileConfig((128, 128, tile_k), (1, 1, 1), "cooperative"))
+    return tuned_kernel("fp8", "e4m3", TileConfig((128, 128, tile_k), (1, 1, 1), "cooperative"), promotion)
 
 
 # (epilogue, output dtype): both scale granularities, mixed ones, bias, activations, residual.
