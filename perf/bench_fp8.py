@@ -1,7 +1,7 @@
 """W8A8 fp8 bars: fused_gemm.fp8_linear against torch._scaled_mm with the same scales, and the fused
 per-token quantiser against its eager torch equivalent.
 
-    python perf/bench_fp8.py [--json results.json] [--accum precise|fast|both] [--only prefill|decode|quant]
+    python perf/bench_fp8.py [--json results.json] [--accum precise|fast|both] [--only prefill|decode|quant] [--randn]
 
 GEMM rows: Llama-3-8B's N x K (QKV 6144x4096, O 4096x4096, gate+up 28672x4096, down 4096x14336),
 e4m3 operands with per-token activation scales and per-channel weight scales, bf16 out, no bias:
@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import fused_gemm
+from fused_gemm.bench.ops import spread_e4m3
 from fused_gemm.bench.timing import compare, paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
 
 FP8 = torch.float8_e4m3fn
@@ -37,13 +38,20 @@ QUANT = [(m, k) for k in (4096, 14336) for m in (1, 16, 4096, 16384)]
 PREFILL_BAR, DECODE_BAR = 1.0, 1.1
 
 
+def randn_e4m3(*shape):
+    """randn's e4m3 codes: few, small values (--randn: how much the data moves the ratios)."""
+    return torch.randn(*shape, device="cuda").to(FP8)
+
+
+OPERANDS = spread_e4m3
+
+
 def make_sets(m, n, k):
-    """Rotated (x, w, x_scale [M], w_scale [N]) sets, e4m3 values spread over the format's range."""
+    """Rotated (x, w, x_scale [M], w_scale [N]) sets, e4m3 values spread over the format's range (OPERANDS)."""
     per_set = m * k + n * k + 4 * (m + n) + 2 * 2 * m * n     # operands, scales, two bf16 outputs
     sets = []
     for _ in range(rotation_count(per_set)):
-        x = (torch.randn(m, k, device="cuda") * 64).clamp_(-448, 448).to(FP8)
-        w = (torch.randn(n, k, device="cuda") * 64).clamp_(-448, 448).to(FP8)
+        x, w = OPERANDS(m, k), OPERANDS(n, k)
         xs = (torch.rand(m, device="cuda") + 0.5) / (64 * k ** 0.5)
         ws = (torch.rand(n, device="cuda") + 0.5) / 64
         sets.append((x, w, xs, ws, xs[:, None].contiguous(), ws[None, :].contiguous()))
@@ -169,8 +177,11 @@ def main(argv=None):
     ap.add_argument("--accum", choices=("precise", "fast", "both"), default="both",
                     help="accumulation mode of both sides (use_fast_accum False / True)")
     ap.add_argument("--only", choices=("prefill", "decode", "quant"), help="run one section")
+    ap.add_argument("--randn", action="store_true", help="operands of randn's small e4m3 codes, not spread ones")
     args = ap.parse_args(argv)
     require_gpu("bench_fp8")
+    global OPERANDS
+    OPERANDS = randn_e4m3 if args.randn else spread_e4m3
     modes = {"precise": (False,), "fast": (True,), "both": (False, True)}[args.accum]
     fused_gemm.warmup("fp8-bench")                       # build (if missing) and load every kernel first
     warm_gpu()

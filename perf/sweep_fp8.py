@@ -74,6 +74,7 @@ def main(argv=None) -> int:
         return 0
     import torch
     import fused_gemm
+    from fused_gemm.bench.ops import spread_e4m3
     from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
     from fused_gemm.gemm.op import GemmOp
 
@@ -82,8 +83,7 @@ def main(argv=None) -> int:
     rows = []
     for m in args.m:
         for layer, (n, k) in SHAPES.items():
-            x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-            w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+            x, w = spread_e4m3(m, k), spread_e4m3(n, k)
             xs = torch.rand(m, 1, device="cuda") + 0.5
             ws = torch.rand(1, n, device="cuda") + 0.5
             for fast in accums:

@@ -47,6 +47,12 @@ def written(*outs: torch.Tensor) -> bool:
     return all(not torch.isnan(t).any() for t in outs)
 
 
+def spread_e4m3(*shape: int) -> torch.Tensor:
+    """e4m3 values over the format's range, as a quantizer leaves them (it scales each row's max to 448):
+    what fp8 GEMMs are timed and tuned on, since a power-bound GPU's speed depends on the data."""
+    return (torch.randn(*shape, device="cuda") * 64).clamp_(-448, 448).to(torch.float8_e4m3fn)
+
+
 def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     got = got.double()
     if not torch.isfinite(got).all():
