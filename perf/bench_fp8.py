@@ -43,15 +43,12 @@ def randn_e4m3(*shape):
     return torch.randn(*shape, device="cuda").to(FP8)
 
 
-OPERANDS = spread_e4m3
-
-
-def make_sets(m, n, k):
-    """Rotated (x, w, x_scale [M], w_scale [N]) sets, e4m3 values spread over the format's range (OPERANDS)."""
+def make_sets(m, n, k, operands=spread_e4m3):
+    """Rotated (x, w, x_scale [M], w_scale [N]) sets of ``operands``' e4m3 values (spread over the format's range)."""
     per_set = m * k + n * k + 4 * (m + n) + 2 * 2 * m * n     # operands, scales, two bf16 outputs
     sets = []
     for _ in range(rotation_count(per_set)):
-        x, w = OPERANDS(m, k), OPERANDS(n, k)
+        x, w = operands(m, k), operands(n, k)
         xs = (torch.rand(m, device="cuda") + 0.5) / (64 * k ** 0.5)
         ws = (torch.rand(n, device="cuda") + 0.5) / 64
         sets.append((x, w, xs, ws, xs[:, None].contiguous(), ws[None, :].contiguous()))
@@ -78,8 +75,8 @@ def errors(s, fast: bool) -> dict:
             "vs_scaled_mm": float((ours - theirs).norm() / theirs.norm())}
 
 
-def prefill_row(m, n, k, fast):
-    sets = make_sets(m, n, k)
+def prefill_row(m, n, k, fast, operands=spread_e4m3):
+    sets = make_sets(m, n, k, operands)
     samples = time_samples(variants(sets, fast), min_calls=10, reps=31)
     t_ours, t_theirs = statistics.median(samples["ours"]), statistics.median(samples["scaled_mm"])
     ratio = 1.0 / paired_ratios(samples, "scaled_mm")["ours"]      # TFLOP/s ours / theirs
@@ -90,8 +87,8 @@ def prefill_row(m, n, k, fast):
             "ok": ratio >= PREFILL_BAR, **errors(sets[0], fast)}
 
 
-def decode_row(m, n, k, fast):
-    sets = make_sets(m, n, k)
+def decode_row(m, n, k, fast, operands=spread_e4m3):
+    sets = make_sets(m, n, k, operands)
     v = variants(sets, fast)
     g = compare(v, graph=True, min_calls=64, reps=15)
     e = compare(v, graph=False, min_calls=200, reps=9)
@@ -180,17 +177,16 @@ def main(argv=None):
     ap.add_argument("--randn", action="store_true", help="operands of randn's small e4m3 codes, not spread ones")
     args = ap.parse_args(argv)
     require_gpu("bench_fp8")
-    global OPERANDS
-    OPERANDS = randn_e4m3 if args.randn else spread_e4m3
+    operands = randn_e4m3 if args.randn else spread_e4m3
     modes = {"precise": (False,), "fast": (True,), "both": (False, True)}[args.accum]
     fused_gemm.warmup("fp8-bench")                       # build (if missing) and load every kernel first
     warm_gpu()
     rows = []
     for fast in modes:
         if args.only in (None, "prefill"):
-            rows += [prefill_row(m, n, k, fast) for m in PREFILL_M for n, k in SHAPES]
+            rows += [prefill_row(m, n, k, fast, operands) for m in PREFILL_M for n, k in SHAPES]
         if args.only in (None, "decode"):
-            rows += [decode_row(m, n, k, fast) for m in DECODE_M for n, k in SHAPES]
+            rows += [decode_row(m, n, k, fast, operands) for m in DECODE_M for n, k in SHAPES]
     if args.only in (None, "quant"):
         rows += [quant_row(m, k) for m, k in QUANT]
     if args.json:

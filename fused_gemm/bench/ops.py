@@ -48,8 +48,8 @@ def written(*outs: torch.Tensor) -> bool:
 
 
 def spread_e4m3(*shape: int) -> torch.Tensor:
-    """e4m3 values over the format's range, as a quantizer leaves them (it scales each row's max to 448):
-    what fp8 GEMMs are timed and tuned on, since a power-bound GPU's speed depends on the data."""
+    """e4m3 values spread over most of the format's range (randn x 64, clamped to +-448), as quantised
+    activations and weights are, not randn's few small codes: what fp8 GEMMs are timed and tuned on."""
     return (torch.randn(*shape, device="cuda") * 64).clamp_(-448, 448).to(torch.float8_e4m3fn)
 
 

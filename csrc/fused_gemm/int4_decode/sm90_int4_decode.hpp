@@ -162,8 +162,8 @@ struct Int4Decode {
     uint32_t x[kStageKb][kTiles][2];
   };
 
-  // A lane's read positions, advanced a stage at a time (the codes' a k-block at a time within it):
-  // what a k-block's loads add to them are immediates (blocks are 128 bytes apart, k-blocks of x 32).
+  // A lane's read positions, advanced a stage at a time (load() walks the codes' through the stage a
+  // k-block at a time): a k-block's loads add immediates to them (blocks are 128 bytes apart, k-blocks of x 32).
   struct Lane {
     uint32_t const *w;            // word `lane` of the CTA's first block, at the next stage's k-block
     int64_t kblock_words;         // one k-block of all of W
@@ -209,7 +209,7 @@ struct Int4Decode {
   // position walks a k-block at a time, one 64-bit add each, and every load of a k-block is at an
   // immediate offset from it: per-load address arithmetic had cost the kernel nearly as many
   // instructions as its dequantisation (Nsight Compute, H200, 28672 x 4096: 19.4 instructions a word
-  // of codes).  (A second, unpredicated copy for whole stages ran the 16-token kernels 3-15% slower.)
+  // of codes).  (A second, unpredicated copy for whole stages ran the 16-token kernels 3-13% slower.)
   CUTLASS_DEVICE static void load(Stage &st, Lane &lane, int kb, int kb_end) {
     uint32_t const *w = lane.w;
     CUTLASS_PRAGMA_UNROLL
@@ -236,7 +236,8 @@ struct Int4Decode {
     float x_sum[kTiles][4] = {};
   };
 
-  // Step `step` of a stage into the group's sums and sum(x).
+  // Step `step` of a stage into the group's sums and sum(x) (fp16 also takes the offset off here: see
+  // kCorrectEachStep; bf16 needs no step_sum).
   CUTLASS_DEVICE static void step_mmas(Sums &s, Stage const &st, int step) {
     uint32_t const mask = 0x000F000Fu, magic = kXor;   // in registers: one LOP3 takes both
     float step_sum[kTiles][4] = {};
@@ -308,7 +309,8 @@ struct Int4Decode {
 
   // The stage at k-block kb into the sums.  A stage of several steps that no group (nor the warp's
   // range) ends inside is straight-line code, with at most one group end after it; others go step by
-  // step.  (A one-step stage's step-by-step path is already that: no second copy of it.)
+  // step.  (A one-step stage's step-by-step path is already that: no second copy of it.  groups.end
+  // never passes kb_end, so stage_end <= kb_end is implied; it is spelled out for the reader.)
   CUTLASS_DEVICE static void compute(Sums &s, GroupScales &scales, Groups &groups, Stage const &st, int kb,
                                      int kb_end, Int4DecodeParams const &p, int n0) {
     int const stage_end = kb + kStageKb;
