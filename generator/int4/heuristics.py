@@ -55,8 +55,8 @@ class ShapeClass:
 #   * N <= 4096 and K <= 6144, M <= 8: 32-row CTAs of 16 warps (128 registers): up to 128 row groups, one
 #     CTA an SM with no cluster at 4096 rows (4096 x 4096 6.2 us against 7.0-7.1 for 64-row CTAs, 4096 x
 #     6144 7.8 against 8.5, 3072 x 4096 5.6 against 5.9; 64-row CTAs win at K = 8192 and 14336);
-#   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 126 registers, one CTA an SM) or 12 warps (16 tokens,
-#     half-length register stages, 159-165 registers): N / 64 row groups times the K split fill about one
+#   * N <= 8192: 64-row CTAs of 16 warps (8 tokens; 123-128 registers, one CTA an SM) or 12 warps (16 tokens,
+#     half-length register stages, 151-160 registers since 2026-11-27): N / 64 row groups times the K split fill about one
 #     CTA per SM;
 #   * up to 16383 rows (14336, an unmerged gate or up projection): 8-token CTAs of 8 warps;
 #   * wider (a merged gate/up projection: 28672 rows, 448 row groups of 64): 4-warp CTAs, several an SM.
