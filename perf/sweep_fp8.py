@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         return 0
     import torch
     import fused_gemm
-    from fused_gemm.bench.ops import spread_e4m3
+    from fused_gemm.bench.ops import fp8_scaled_operands
     from fused_gemm.bench.timing import paired_ratios, time_samples, warm_gpu
     from fused_gemm.gemm.op import GemmOp
 
@@ -83,9 +83,7 @@ def main(argv=None) -> int:
     rows = []
     for m in args.m:
         for layer, (n, k) in SHAPES.items():
-            x, w = spread_e4m3(m, k), spread_e4m3(n, k)
-            xs = torch.rand(m, 1, device="cuda") + 0.5
-            ws = torch.rand(1, n, device="cuda") + 0.5
+            x, w, xs, ws = fp8_scaled_operands(m, n, k)
             for fast in accums:
                 base = [lambda fast=fast: torch._scaled_mm(x, w.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16,
                                                            use_fast_accum=fast)]

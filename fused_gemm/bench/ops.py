@@ -53,6 +53,13 @@ def spread_e4m3(*shape: int) -> torch.Tensor:
     return (torch.randn(*shape, device="cuda") * 64).clamp_(-448, 448).to(torch.float8_e4m3fn)
 
 
+def fp8_scaled_operands(m: int, n: int, k: int):
+    """x [M, K] and w [N, K] spread over e4m3's range, with per-token scales [M, 1] and per-channel
+    scales [1, N] in [0.5, 1.5): torch._scaled_mm's layout; `.view(-1)` gives fp8_linear's."""
+    return (spread_e4m3(m, k), spread_e4m3(n, k), torch.rand(m, 1, device="cuda") + 0.5,
+            torch.rand(1, n, device="cuda") + 0.5)
+
+
 def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     got = got.double()
     if not torch.isfinite(got).all():

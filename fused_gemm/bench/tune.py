@@ -33,7 +33,7 @@ from ..generator.gemm.presets import tuned_kernel
 from ..generator.gemm.tuned import Entry, TunedTable
 from ..generator.rope import heuristics as rope_heuristics
 from . import environment
-from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, rel_error, rope_error, spread_e4m3
+from .ops import ROPE_MAX_POSITION, TOLERANCE, packed_positions, fp8_scaled_operands, rel_error, rope_error
 from .sweep import timed_in_graph
 from .timing import paired_ratios, rotation_count, time_samples, warm_gpu
 
@@ -242,10 +242,7 @@ class Fp8Work(Workload):
         return self.m * self.k + self.n * self.k + 2 * self.m * self.n + 4 * (self.m + self.n)
 
     def make(self):
-        x, w = spread_e4m3(self.m, self.k), spread_e4m3(self.n, self.k)
-        xs = torch.rand(self.m, 1, device="cuda") + 0.5
-        ws = torch.rand(1, self.n, device="cuda") + 0.5
-        return x, w, xs, ws
+        return fp8_scaled_operands(self.m, self.n, self.k)
 
     def call(self, op, s, launch):
         return op.run(s[0], s[1], None, None, s[2].view(-1), s[3].view(-1), 1.0, 1.0, None, None, launch)
