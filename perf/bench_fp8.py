@@ -1,7 +1,7 @@
 """W8A8 fp8 bars: fused_gemm.fp8_linear against torch._scaled_mm with the same scales, and the fused
 per-token quantiser against its eager torch equivalent.
 
-    python perf/bench_fp8.py [--json results.json] [--accum precise|fast|both] [--only prefill|decode|quant] [--randn]
+    python perf/bench_fp8.py [--json results.json] [--accum precise|fast|both] [--only prefill|decode|quant] [--randn] [--graph]
 
 GEMM rows: Llama-3-8B's N x K (QKV 6144x4096, O 4096x4096, gate+up 28672x4096, down 4096x14336),
 e4m3 operands with per-token activation scales and per-channel weight scales, bf16 out, no bias:
@@ -75,9 +75,9 @@ def errors(s, fast: bool) -> dict:
             "vs_scaled_mm": float((ours - theirs).norm() / theirs.norm())}
 
 
-def prefill_row(m, n, k, fast, operands=spread_e4m3):
+def prefill_row(m, n, k, fast, operands=spread_e4m3, graph=False):
     sets = make_sets(m, n, k, operands)
-    samples = time_samples(variants(sets, fast), min_calls=10, reps=31)
+    samples = time_samples(variants(sets, fast), graph=graph, min_calls=10, reps=31)
     t_ours, t_theirs = statistics.median(samples["ours"]), statistics.median(samples["scaled_mm"])
     ratio = 1.0 / paired_ratios(samples, "scaled_mm")["ours"]      # TFLOP/s ours / theirs
     flop = 2 * m * n * k
@@ -175,6 +175,8 @@ def main(argv=None):
                     help="accumulation mode of both sides (use_fast_accum False / True)")
     ap.add_argument("--only", choices=("prefill", "decode", "quant"), help="run one section")
     ap.add_argument("--randn", action="store_true", help="operands of randn's small e4m3 codes, not spread ones")
+    ap.add_argument("--graph", action="store_true", help="prefill rows inside CUDA graphs too (neither side's host "
+                    "launch path in the time; eager by default, as a prefill step runs)")
     args = ap.parse_args(argv)
     require_gpu("bench_fp8")
     operands = randn_e4m3 if args.randn else spread_e4m3
@@ -184,7 +186,7 @@ def main(argv=None):
     rows = []
     for fast in modes:
         if args.only in (None, "prefill"):
-            rows += [prefill_row(m, n, k, fast, operands) for m in PREFILL_M for n, k in SHAPES]
+            rows += [prefill_row(m, n, k, fast, operands, args.graph) for m in PREFILL_M for n, k in SHAPES]
         if args.only in (None, "decode"):
             rows += [decode_row(m, n, k, fast, operands) for m in DECODE_M for n, k in SHAPES]
     if args.only in (None, "quant"):

@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|stream-floor|sweep-fp8|sweep-attention|fp8|int4|int4-launch|int4-gated|fp8-weight|host|tune|tune:OP|sweep|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|stream-floor|sweep-fp8|sweep-attention|fp8|fp8-heuristic|fp8-graph|int4|int4-launch|int4-gated|fp8-weight|host|tune|tune:OP|sweep|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -40,6 +40,8 @@ for step in $steps; do
     decode) run decode python3 perf/bench_decode.py --json "$OUT/decode.json" ${DECODE_ARGS:-} ;;   # e.g. "--variants DIR"
     gemm-decode) run gemm-decode python3 perf/bench_gemm_decode.py --json "$OUT/gemm_decode.json" ${GEMM_DECODE_ARGS:-} ;;   # e.g. "--m 1"
     fp8) run fp8 python3 perf/bench_fp8.py --json "$OUT/fp8.json" ${FP8_ARGS:-} ;;   # FP8_ARGS e.g. "--accum precise"
+    fp8-heuristic) run fp8-heuristic env FUSED_GEMM_TUNED=0 python3 perf/bench_fp8.py --json "$OUT/fp8_heuristic.json" ${FP8_ARGS:-} ;;   # FP8_RULES alone (tables off)
+    fp8-graph) run fp8-graph python3 perf/bench_fp8.py --graph --json "$OUT/fp8_graph.json" ${FP8_ARGS:-} ;;   # prefill rows in CUDA graphs
     int4) run int4 python3 perf/bench_int4.py --json "$OUT/int4.json" ${INT4_ARGS:-} ;;   # INT4_ARGS e.g. "--sweep"
     int4-launch) run int4-launch python3 perf/int4_decode_launch.py ${INT4_LAUNCH_ARGS:-} ;;   # e.g. "--m 1 --splits 0 2"
     int4-gated) run int4-gated python3 perf/bench_int4_gated.py --json "$OUT/int4_gated.json" ;;
@@ -48,7 +50,7 @@ for step in $steps; do
     tune)  # TUNE_ARGS e.g. "--preset llama3-8b --preset square-8192 --minimal"; the table and raw timings come back
            run tune fused-gemm tune ${TUNE_ARGS:---minimal} -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;   # this GPU's table: the one just written
-    tune:*) # one op (linear, gated, fp8, qkv_rope) with TUNE_OP_ARGS, e.g. "--preset llama3-8b"; the merged table comes back
+    tune:*) # one op (linear, gated, fp8, fp8_fast, qkv_rope) with TUNE_OP_ARGS, e.g. "--preset llama3-8b"; the merged table comes back
            run "tune-${step#tune:}" fused-gemm tune --op "${step#tune:}" ${TUNE_OP_ARGS:-} --no-build -q --results "$OUT"
            cp "$(ls -t generator/gemm/tuned/*.json | head -1)" "$OUT/" ;;
     sweep-linear) # SWEEP_ARGS e.g. "--preset llama3-8b --preset square-8192"; CSV + JSON come back (plots are made here)

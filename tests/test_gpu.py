@@ -539,7 +539,7 @@ def test_every_kernel_of_this_gpus_tuned_table():
 
 
 def test_every_tuned_kernel_of_the_other_ops():
-    """The gated, fp8 and qkv_rope entries of this GPU's tuned table: each (kernel, launch options) run through the
+    """The gated, fp8, fp8_fast and qkv_rope entries of this GPU's tuned table: each (kernel, launch options) run through the
     public op at an odd M of its bucket, on the entry's weight shape (so the table picks it), against
     float64, outputs NaN-poisoned first; and the op really picked the entry's kernel."""
     from fused_gemm.gated import api as gated_api
@@ -551,7 +551,7 @@ def test_every_tuned_kernel_of_the_other_ops():
         if e.op != "linear":
             entries.setdefault((e.op, e.config, e.promotion, e.launch), e)
     if not entries:
-        pytest.skip(f"no gated, fp8 or qkv_rope entries in a tuned table for {torch.cuda.get_device_name()}")
+        pytest.skip(f"no gated, fp8, fp8_fast or qkv_rope entries in a tuned table for {torch.cuda.get_device_name()}")
     # an odd M inside each entry's bucket; qkv_rope also at the bucket's own M, where the shared-memory
     # reserve for large prefill (generator/rope/heuristics.py) may start
     runs = [(e, e.m if e.m == 1 else e.m - 3) for e in entries.values()]
@@ -584,8 +584,10 @@ def test_every_tuned_kernel_of_the_other_ops():
             w = torch.randn(e.n, e.k, device="cuda").to(torch.float8_e4m3fn)
             xs, ws = torch.rand(m, device="cuda") + 0.5, torch.rand(e.n, device="cuda") + 0.5
             out = torch.full((m, e.n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            fused_gemm.fp8_linear(x, w, xs, ws, out=out)
-            op, launch = fp8_api.select(x, False, False, None, None, None, torch.bfloat16, False, m, e.n, e.k)
+            fast = e.op == "fp8_fast"
+            fused_gemm.fp8_linear(x, w, xs, ws, out=out, use_fast_accum=fast)
+            op, launch = fp8_api.select(x, False, False, None, None, None, torch.bfloat16, fast, m, e.n, e.k)
+            assert op.spec.fast_accum == fast, e
             assert op.spec.promotion == e.promotion, e
             ref = (x.double() @ w.double().t()) * xs.double()[:, None] * ws.double()
         assert (op.spec.config, launch) == (e.config, e.launch), e

@@ -76,7 +76,7 @@ def test_shipped_tables_are_valid(gpu):
         want = {m for m in tuned.M_BUCKETS if WORKLOADS[op].candidates(m, TORCH_DTYPES[dtype])}
         assert ms == want, (op, dtype, n, k)
     specs = PRESETS[f"tuned-{gpu}"]()
-    families = {"linear": "gemm", "fp8": "gemm", "gated": "gated", "qkv_rope": "rope"}
+    families = {"linear": "gemm", "fp8": "gemm", "fp8_fast": "gemm", "gated": "gated", "qkv_rope": "rope"}
     assert {s.family for s in specs} == {families[e.op] for e in table.entries}
     assert len(specs) >= len({(e.op, e.config, e.promotion) for e in table.entries})
 
@@ -132,12 +132,18 @@ def test_tuner_workloads_build_their_ops_specs():
     for gpu in ("h100", "h200"):                     # warmup lists hold every tuned entry's kernel
         table = tuned.load(gpu)
         gated_listed = {s.config for s in gpu_gated_specs(gpu)}
-        fp8_listed = {(s.config, s.promotion) for s in gpu_fp8_specs(gpu)}
+        fp8_listed = {(s.config, s.promotion, s.fast_accum) for s in gpu_fp8_specs(gpu)}
         for e in table.entries:
             assert e.op != "gated" or e.config in gated_listed, e
-            assert e.op != "fp8" or (e.config, e.promotion) in fp8_listed, e
+            assert e.op not in ("fp8", "fp8_fast") or (e.config, e.promotion, e.op == "fp8_fast") in fp8_listed, e
     specs = fp8.candidate_specs(torch.float8_e4m3fn, [4096])
     assert {s.promotion for s in specs} == {4, 8, 16} and all(s.a_dtype == "e4m3" for s in specs)
+    assert not any(s.fast_accum for s in specs)
+    fast = WORKLOADS["fp8_fast"]
+    assert not fast.candidates(512) and fast.candidates(1024)
+    fast_specs = fast.candidate_specs(torch.float8_e4m3fn, [4096])
+    assert fast_specs and all(s.fast_accum and s.a_dtype == "e4m3" for s in fast_specs)
+    assert {s.config.schedule for s in fast_specs} == {"pingpong", "cooperative"}
     assert tune_shapes("gated", ["llama3-8b", "custom:256x128"]) == [(28672, 4096), (256, 128)]
     assert (6144, 4096) in tune_shapes("fp8", ["llama3-8b"])
     rope = WORKLOADS["qkv_rope"]

@@ -75,9 +75,10 @@ def tune_shapes(op: str, presets) -> List[tuple]:
 def cmd_tune(args) -> int:
     from .tune import TORCH_DTYPES, WORKLOADS, tune, write, write_measurements
     work = WORKLOADS[args.op]
-    if args.op == "fp8" and args.dtype != "bf16":
-        raise SystemExit("--op fp8 tunes e4m3 operands; --dtype is for linear and gated")
-    dtype = TORCH_DTYPES["e4m3" if args.op == "fp8" else args.dtype]
+    fp8 = args.op in ("fp8", "fp8_fast")
+    if fp8 and args.dtype != "bf16":
+        raise SystemExit(f"--op {args.op} tunes e4m3 operands; --dtype is for linear and gated")
+    dtype = TORCH_DTYPES["e4m3" if fp8 else args.dtype]
     default_ms = [m for m in M_VALUES if work.candidates(m, dtype)]
     shapes = tune_shapes(args.op, args.preset or _DEFAULT_TUNE_PRESETS_OF.get(args.op, _DEFAULT_TUNE_PRESETS))
     stem = args.dtype if args.op == "linear" else f"{args.op}_{work.table_dtype(dtype)}"
@@ -117,14 +118,15 @@ def add_commands(sub) -> None:
     p.add_argument("csv")
     p.set_defaults(func=cmd_plot)
     p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
-    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8", "qkv_rope"),
+    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8", "fp8_fast", "qkv_rope"),
                    help="linear (bias+gelu_tanh vs torch.mm), gated (SwiGLU on the packed [2I, K] weight vs "
-                        "torch.mm on it), fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm) or "
+                        "torch.mm on it), fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm), "
+                        "fp8_fast (the same with fast accumulation, vs _scaled_mm's) or "
                         "qkv_rope (a model preset's QKV projection with NeoX RoPE vs torch.mm on its weight)")
     p.add_argument("--preset", action="append", help=f"repeatable; default {', '.join(_DEFAULT_TUNE_PRESETS)} "
                                                          "(gated, qkv_rope: llama3-8b)")
     p.add_argument("--m", help=f"comma-separated M buckets, a subset of {','.join(map(str, M_VALUES))} (default: "
-                               "every one the op has candidates for; fp8 from 1024)")
+                               "every one the op has candidates for; fp8, fp8_fast from 1024)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="16-bit ops' dtype")
     p.add_argument("--minimal", action="store_true", help="fewest kernels within --tolerance of the best per shape")
     p.add_argument("--tolerance", type=float, default=0.02)

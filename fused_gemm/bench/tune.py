@@ -3,8 +3,9 @@ GPU's tuned table (data: ``fused_gemm/generator/gemm/tuned/<gpu>.json``).
 
 Ops (Workload subclasses, one each): ``linear`` (bias + gelu_tanh, against torch.mm), ``gated``
 (gated_linear's SwiGLU on the packed [2I, K] weight, against torch.mm on that weight), ``fp8``
-(fp8_linear with row x column scales and fp32 promotion, against torch._scaled_mm with the same scales)
-and ``qkv_rope`` (a model's QKV projection with NeoX rotary, against torch.mm on its weight).
+(fp8_linear with row x column scales and fp32 promotion, against torch._scaled_mm with the same scales),
+``qkv_rope`` (a model's QKV projection with NeoX rotary, against torch.mm on its weight) and ``fp8_fast``
+(fp8's with fast accumulation, against torch._scaled_mm's).
 Per cell, three passes, each interleaved with the op's baseline on the same rotated inputs (ratios are
 taken per repetition, so clock drift cancels):
   1. every candidate kernel with its first launch option;
@@ -258,6 +259,20 @@ class Fp8Work(Workload):
         return rel_error(out, ref)
 
 
+class Fp8FastWork(Fp8Work):
+    """fp8_linear as Fp8Work's, with fast accumulation (no promotion), against torch._scaled_mm with
+    use_fast_accum=True."""
+    op = "fp8_fast"
+
+    @classmethod
+    def space(cls, m, dtype=FP8):
+        return tuning_space.candidates("sm90a", "e4m3", m, fast_accum=True)
+
+    def baseline_call(self, s):
+        return torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16,
+                                use_fast_accum=True)
+
+
 class RopeWork(Workload):
     """qkv_rope (NeoX, full rotary, no bias) on a model's packed QKV weight against torch.mm on it (the
     GEMM alone), positions of a packed prefill batch.  Candidates: linear's tiles that hold whole heads
@@ -308,7 +323,7 @@ def rope_geometry(n: int, k: int) -> Tuple[int, int, int]:
                      f"no preset has one of shape [{n}, {k}]")
 
 
-WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work, RopeWork)}
+WORKLOADS: Dict[str, type] = {w.op: w for w in (LinearWork, GatedWork, Fp8Work, RopeWork, Fp8FastWork)}
 assert tuple(WORKLOADS) == tuned.OPS
 
 
@@ -380,7 +395,7 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
          ) -> Tuple[TunedTable, List[Cell]]:
     """``on_measured(cells)`` runs after passes 1-2 and again at the end (the CLI saves the raw
     timings there, so an interrupted or failed pass 3 loses nothing).  ``op`` is one of WORKLOADS;
-    fp8 takes dtype torch.float8_e4m3fn and M buckets from 1024 (its decode rows are the heuristic's)."""
+    fp8 and fp8_fast take dtype torch.float8_e4m3fn and M buckets from 1024 (its decode rows are the heuristic's)."""
     work = WORKLOADS[op]
     bad = [m for m in ms if m not in tuned.M_BUCKETS or not work.candidates(m, dtype)]
     if bad:

@@ -124,8 +124,8 @@ def _scale(name: str, t, x: Tensor, length: int, dim: str, what: str) -> Tuple[b
 def select(x, x_per_tensor: bool, w_per_tensor: bool, bias, activation, residual, out_dtype,
            use_fast_accum: bool, m: int, n: int = -1, k: int = -1) -> Tuple[GemmOp, LaunchOptions]:
     """The fp8 GEMM (and launch options) for this call's scales, epilogue, weight shape [n, k] and M;
-    memoised.  Without fast accumulation the GPU's tuned table (`fused-gemm tune --op fp8`) serves the
-    shapes and M buckets it has, FP8_RULES the rest."""
+    memoised.  The GPU's tuned table (`fused-gemm tune --op fp8`, or `--op fp8_fast` for fast accumulation)
+    serves the shapes and M buckets it has, FP8_RULES the rest."""
     row = first_row(FP8_RULES[use_fast_accum], m)
     try:
         key = (x.dtype, x_per_tensor, w_per_tensor, None if bias is None else bias.dtype, activation,
@@ -157,9 +157,9 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
                             b_scale=w_per_tensor, bias=bias_dtype is not None, activation=act,
                             residual=residual_dtype is not None)
         rule = None
-        if not fast and tuned.tables_enabled():
+        if tuned.tables_enabled():
             rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k,
-                                  tuned.M_BUCKETS[bucket], "fp8")
+                                  tuned.M_BUCKETS[bucket], "fp8_fast" if fast else "fp8")
         rule = rule or FP8_RULES[fast][row]
         spec = GemmSpec("e4m3", "e4m3", out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),

@@ -78,13 +78,14 @@ def _decode_tests() -> Iterable[GemmSpec]:
 def gpu_fp8_specs(gpu: str, epilogue: str = "row_scale+col_scale", out_dtype: str = "bf16", residual_dtype=None,
                   bias_dtype=None) -> List[GemmSpec]:
     """Every kernel ``fp8_linear`` may pick on ``gpu`` (a tuned-table key) for this epilogue, in both
-    accumulation modes: FP8_RULES's and the tuned table's fp8 entries (precise accumulation, prefill).
+    accumulation modes: FP8_RULES's and the tuned table's fp8 and fp8_fast entries (prefill).
     ``fused_gemm.warmup(*gpu_fp8_specs(...))`` builds and prepares them ahead of a CUDA-graph capture."""
     specs = [s for fast in (False, True) for s in fp8_linear_specs(epilogue, out_dtype, residual_dtype, bias_dtype, fast)]
     table = tuned.load(gpu)
     specs += [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
-                       epilogue=Epilogue.parse(epilogue), config=e.config, promotion=e.promotion)
-              for e in (table.entries if table else ()) if e.op == "fp8"]
+                       epilogue=Epilogue.parse(epilogue), config=e.config, fast_accum=e.op == "fp8_fast",
+                       promotion=e.promotion)
+              for e in (table.entries if table else ()) if e.op in ("fp8", "fp8_fast")]
     return list(dict.fromkeys(specs))
 
 
@@ -104,13 +105,13 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
 def tuned_kernel(op: str, dtype: str, config, promotion: int = FP8_PROMOTION, m: int = 1, gpu: str = None):
     """The kernel a tuned entry of ``op`` names, at the epilogue the op is tuned with (fused-gemm tune's
     workloads build their candidates with it too): linear bias+gelu_tanh; gated SwiGLU; fp8 row x column
-    scales, bf16 out, at the entry's promotion; qkv_rope NeoX over 128-wide heads, with qkv_rope's
+    scales, bf16 out, at the entry's promotion (fp8_fast: without promotion); qkv_rope NeoX over 128-wide heads, with qkv_rope's
     shared-memory reserve for M tokens on ``gpu``."""
     if op == "linear":
         return GemmSpec(dtype, epilogue="bias+gelu_tanh", config=config)
-    if op == "fp8":
+    if op in ("fp8", "fp8_fast"):
         return GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
-                        config=config, promotion=promotion)
+                        config=config, fast_accum=op == "fp8_fast", promotion=promotion)
     if op == "gated":
         from ..gated.heuristics import vector_store
         from ..gated.spec import GatedSpec

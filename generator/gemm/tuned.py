@@ -6,9 +6,10 @@ M values the tuner timed, and an entry serves every M above the previous bucket 
 largest bucket also serves every larger M).  Shapes and buckets a table lacks fall back to the op's
 heuristic table (``heuristics.py``, the gated and fp8 rows).  The tile config is tuned with one
 epilogue and serves them all: the epilogue changes the last few percent, the tiling the first tens.
-Ops (OPS): ``linear`` (bf16/fp16), ``gated`` (gated_linear, the packed [2I, K] weight's N = 2I) and
+Ops (OPS): ``linear`` (bf16/fp16), ``gated`` (gated_linear, the packed [2I, K] weight's N = 2I),
 ``fp8`` (fp8_linear without fast accumulation, dtype e4m3: the entry also names the fp32 promotion
-interval) and ``qkv_rope`` (the QKV projection with RoPE; its shared-memory reserve stays qkv_rope's rule).
+interval), ``qkv_rope`` (the QKV projection with RoPE; its shared-memory reserve stays qkv_rope's rule)
+and ``fp8_fast`` (fp8_linear with use_fast_accum=True, dtype e4m3: other tiles win without promotion).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def bucket_of(m: int) -> int:
     return min(bisect.bisect_left(M_BUCKETS, m), len(M_BUCKETS) - 1)
 
 
-OPS = ("linear", "gated", "fp8", "qkv_rope")
+OPS = ("linear", "gated", "fp8", "qkv_rope", "fp8_fast")
 
 
 @dataclass(frozen=True)

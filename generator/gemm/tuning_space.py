@@ -127,8 +127,23 @@ SM90_E4M3: Tuple[Candidate, ...] = tuple(
     Candidate(T((128, 128, 128), cluster, "cooperative", "persistent", epilogue_tile=FP8_EPILOGUE_TILE), 1024, 1 << 30,
               _FP8_GRID, promotion)
     for cluster in ((1, 2, 1), (2, 1, 1), (1, 1, 1)) for promotion in (4, 8, 16))
+# fp8 with fast accumulation (FP8FastAccum schedules: wgmma keeps the sums, one copy of the accumulators),
+# prefill only as above.  Without promotion a ping-pong warpgroup holds a whole 128x128 tile: ping-pong
+# 128x128x128 in each cluster shape (cuBLAS's fast kernel is nvjet 128x128_128x6 1x2, not cooperative), with
+# CUTLASS's 64x32 epilogue subtiles or 64x128 ones (a geomean toss-up per M: perf/results/h100_sweep_fp8.txt),
+# and cooperative 256-wide tiles, which lead on some shapes (down_proj at M = 1024: 0.98 against 0.95).
+_PP, _COOP = "pingpong", "cooperative"
+SM90_E4M3_FAST: Tuple[Candidate, ...] = tuple(
+    Candidate(T(tile, cluster, schedule, "persistent", epilogue_tile=subtile), 1024, 1 << 30, _FP8_GRID)
+    for tile, cluster, schedule, subtile in (
+        ((128, 128, 128), (1, 2, 1), _PP, None), ((128, 128, 128), (2, 1, 1), _PP, None),
+        ((128, 128, 128), (1, 1, 1), _PP, None), ((128, 128, 128), (1, 2, 1), _PP, (64, 128)),
+        ((128, 128, 128), (2, 1, 1), _PP, (64, 128)), ((256, 128, 128), (2, 1, 1), _COOP, None),
+        ((128, 256, 128), (1, 2, 1), _COOP, None)))
 SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16, ("sm90a", "e4m3"): SM90_E4M3}
+FAST_ACCUM_SPACES = {"sm90a": SM90_E4M3_FAST}
 
 
-def candidates(arch: str, dtype: str, m: int) -> Tuple[Candidate, ...]:
-    return tuple(c for c in SPACES[(arch, dtype)] if c.serves(m))
+def candidates(arch: str, dtype: str, m: int, fast_accum: bool = False) -> Tuple[Candidate, ...]:
+    space = FAST_ACCUM_SPACES[arch] if fast_accum else SPACES[(arch, dtype)]
+    return tuple(c for c in space if c.serves(m))
