@@ -8,6 +8,9 @@ from .errors import SpecError
 from .gemm.spec import TileConfig
 
 BATCH_VALUES = 32   # the PairOps' kBatchValues
+# csrc/fused_gemm folders a kernel on the pair epilogue includes (they enter its cache key): the epilogue,
+# and evt/ for the no-workspace hooks it shares with our EVT nodes (evt/sm90_node.hpp).
+CSRC_INCLUDES = ("pair", "evt")
 
 
 def check_pair_config(config: TileConfig, family: str) -> None:

@@ -83,7 +83,7 @@ def prefill_row(m, n, k, fast, operands=spread_e4m3, graph=False):
     flop = 2 * m * n * k
     return {"kind": "prefill", "accum": "fast" if fast else "precise", "M": m, "N": n, "K": k,
             "ours_tflops": flop / t_ours / 1e12, "scaled_mm_tflops": flop / t_theirs / 1e12,
-            "ours_us": t_ours * 1e6, "scaled_mm_us": t_theirs * 1e6, "tflops_ratio": ratio,
+            "ours_us": t_ours * 1e6, "scaled_mm_us": t_theirs * 1e6, "tflops_ratio": ratio, "graph": graph,
             "ok": ratio >= PREFILL_BAR, **errors(sets[0], fast)}
 
 

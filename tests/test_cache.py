@@ -206,3 +206,36 @@ def test_prebuilt_libraries_are_found_by_uri(tmp_path, monkeypatch):
     assert cache.find_prebuilt(GemmSpec("fp16", epilogue="bias")) is None
     monkeypatch.delenv("FUSED_GEMM_PREBUILT_DIR")
     assert cache.find_prebuilt(spec) is None
+
+
+def test_every_csrc_folder_a_kernel_includes_is_in_its_key():
+    """A kernel's cache key hashes only the csrc/fused_gemm folders its family and spec name (cache.entry_for):
+    every folder its source reaches through `#include "fused_gemm/<folder>/..."`, header by header, must be one
+    of them, or an edit there would leave stale builds in the cache.  One spec per (family, csrc_includes)
+    of every preset."""
+    import re
+    from fused_gemm.generator.paths import csrc_dir
+    from fused_gemm.generator.registry import family_of, preset, preset_names
+    root = csrc_dir() / "fused_gemm"
+    include = re.compile(r'#include\s+"fused_gemm/(\w+)/([^"]+)"')
+
+    def reached(text: str) -> set:
+        seen, todo, folders = set(), list(include.findall(text)), set()
+        while todo:
+            folder, name = todo.pop()
+            folders.add(folder)
+            if (folder, name) not in seen:
+                seen.add((folder, name))
+                todo += include.findall((root / folder / name).read_text())
+        return folders
+
+    checked = {}
+    for name in preset_names():
+        for spec in preset(name):
+            family = family_of(spec)
+            key = (family.name, tuple(getattr(spec, "csrc_includes", ())))
+            if key not in checked:
+                in_key = {f.split("/", 1)[1] for f in family.csrc_folders} | set(key[1])
+                checked[key] = (spec.uri, reached(render(spec)) - in_key)
+    assert len(checked) > 5
+    assert {k: v for k, v in checked.items() if v[1]} == {}

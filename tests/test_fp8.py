@@ -15,7 +15,8 @@ import fused_gemm.quant.fp8  # noqa: F401  (registers the torch ops)
 from fused_gemm.generator import Epilogue, GemmSpec, QuantSpec, SpecError, TileConfig, render, spec_from_uri
 from fused_gemm.generator.gemm.heuristics import FP8_RULES, RULES
 from fused_gemm.generator.gemv import DecodeConfig
-from fused_gemm.generator.quant.presets import FP8_TEST_EPILOGUES, PROMOTION_TEST_CASES, promotion_test_spec
+from fused_gemm.generator.quant.presets import (FAST_COOPERATIVE_CONFIGS, FP8_TEST_EPILOGUES, PROMOTION_TEST_CASES,
+                                               fast_cooperative_specs, promotion_test_spec)
 
 from conftest import captured
 
@@ -350,6 +351,28 @@ def test_read_ahead_vectors_over_many_tiles_a_cta(epilogue, out):
     g = fp8_operands(ep, m, n, k, dtype)
     result = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     assert_close(call(ep, g, out=result), fp8_reference(ep, **g), TOL[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", FAST_COOPERATIVE_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("epilogue, out", FP8_TEST_EPILOGUES)
+def test_fast_accumulation_cooperative_tiles(monkeypatch, epilogue, out, config):
+    """fp8_linear(use_fast_accum=True) where the GPU's table names a cooperative tile (its epilogue reads the
+    vectors ahead, as the precise kernels' does): every test epilogue through the public op, ~16 tiles a CTA at
+    K = 128, M and N ending in partial tiles; the op ran the named kernel."""
+    from fused_gemm.generator.gemm import tuned
+    from fused_gemm.generator.gemm.heuristics import Rule
+    from fused_gemm.quant import fp8 as fp8_api
+    monkeypatch.setattr(tuned, "rule_for", lambda gpu, dtype, n, k, m, op="linear":
+                        Rule(m, config) if op == "fp8_fast" else None)
+    monkeypatch.setattr(fp8_api, "_selection", {})
+    ep, dtype = Epilogue.parse(epilogue), OUT[out]
+    m, n, k = 8191, 4104, 128
+    g = fp8_operands(ep, m, n, k, dtype)
+    result = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    assert_close(call(ep, g, out=result, use_fast_accum=True), fp8_reference(ep, **g), TOL[dtype])
+    (op, _), = fp8_api._selection.values()
+    assert op.spec in fast_cooperative_specs(epilogue, out) and op.spec.config == config
 
 
 @pytest.mark.gpu

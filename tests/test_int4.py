@@ -98,7 +98,7 @@ def test_render_picks_the_gated_pieces():
     assert "Sm90PairCollectiveEpilogue<PairOp, true," in src and "static constexpr bool kZeros = true;" in src
     decode = render(Int4Spec("bf16", "s4", epilogue="silu", config=DecodeConfig(8), gated=True))
     assert "static constexpr bool kGated = true;" in decode
-    assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][2].config).csrc_includes == ("pair", "gated", "int4_gated")
+    assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][2].config).csrc_includes == ("pair", "evt", "gated", "int4_gated")
 
 
 def test_cli_builds_gated_and_decode_specs(tmp_path):

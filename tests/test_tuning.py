@@ -87,8 +87,10 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
     from fused_gemm.bench.tune import merge
     fp8_cfg = TileConfig((128, 128, 128), (1, 2, 1), "cooperative")
     fp8 = tuned.Entry("e4m3", 4096, 4096, 4096, fp8_cfg, LaunchOptions(swizzle=8), 0.97, "fp8", 16)
+    fast_cfg = TileConfig((128, 128, 128), (2, 1, 1), "pingpong")
+    fast = tuned.Entry("e4m3", 4096, 4096, 4096, fast_cfg, LaunchOptions(swizzle=4), 0.99, "fp8_fast")
     gated = tuned.Entry("bf16", 28672, 4096, 4096, TileConfig(), LaunchOptions(swizzle=4), 0.99, "gated")
-    table = tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, _table().entries + (fp8, gated))
+    table = tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, _table().entries + (fp8, fast, gated))
     back = tuned.TunedTable.from_json(table.to_json())
     assert set(back.entries) == set(table.entries)
     assert '"op": "fp8", "promotion": 16' in table.to_json() and '"op": "linear"' not in table.to_json()
@@ -98,6 +100,8 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
     try:
         rule = tuned.rule_for("h100", "e4m3", 4096, 4096, 3000, "fp8")
         assert (rule.config, rule.launch, rule.promotion) == (fp8_cfg, LaunchOptions(swizzle=8), 16)
+        rule = tuned.rule_for("h100", "e4m3", 4096, 4096, 3000, tuned.FP8_OP[True])   # fast accumulation's own
+        assert (rule.config, rule.launch, rule.promotion) == (fast_cfg, LaunchOptions(swizzle=4), 4)
         assert tuned.rule_for("h100", "e4m3", 4096, 4096, 3000) is None            # linear has no e4m3 entry
         assert tuned.rule_for("h100", "bf16", 28672, 4096, 4096, "gated").launch == LaunchOptions(swizzle=4)
         assert tuned.rule_for("h100", "bf16", 28672, 4096, 4096) is None           # nor this shape
@@ -106,6 +110,8 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
         tuned.load.cache_clear()
     with pytest.raises(ValueError, match="op"):
         tuned.Entry("bf16", 1, 1, 1, TileConfig(), LaunchOptions(), op="gemv")
+    with pytest.raises(ValueError, match="promotion"):     # fast accumulation never promotes
+        tuned.Entry("e4m3", 1, 1, 1, fast_cfg, LaunchOptions(), op="fp8_fast", promotion=8)
     future = json.loads(table.to_json())            # a newer tuner's op: left out, the rest still read
     future["entries"].append({**future["entries"][0], "op": "int4"})
     assert set(tuned.TunedTable.from_json(json.dumps(future)).entries) == set(table.entries)
@@ -115,6 +121,12 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
     assert len(merged.entries) == len(table.entries)
     assert tuned.TunedTable.from_json(merged.to_json()).rule_at("e4m3", 4096, 4096, 4096, "fp8").promotion == 8
     assert merged.meta["epilogue"] == "bias+gelu_tanh" and merged.meta["fp8"]["measured"] == "later"
+    assert merged.rule_at("e4m3", 4096, 4096, 4096, "fp8_fast").config == fast_cfg      # the other op's, kept
+    faster = tuned.TunedTable("h100", {"op": "fp8_fast", "measured": "later"}, (
+        tuned.Entry("e4m3", 4096, 4096, 4096, fp8_cfg, LaunchOptions(), 1.0, "fp8_fast"),))
+    merged = tuned.TunedTable.from_json(merge(merged, faster).to_json())
+    assert merged.rule_at("e4m3", 4096, 4096, 4096, "fp8_fast").config == fp8_cfg
+    assert merged.rule_at("e4m3", 4096, 4096, 4096, "fp8").promotion == 8
 
 
 def test_tuner_workloads_build_their_ops_specs():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List
 
+from ..generator.gemm.tuned import FP8_OPS, OPS
 from .models import M_VALUES, PRESETS, SWEEP_OPS
 
 _DEFAULT_TUNE_PRESETS = ("llama3-8b", "square-8192")
@@ -75,7 +76,7 @@ def tune_shapes(op: str, presets) -> List[tuple]:
 def cmd_tune(args) -> int:
     from .tune import TORCH_DTYPES, WORKLOADS, tune, write, write_measurements
     work = WORKLOADS[args.op]
-    fp8 = args.op in ("fp8", "fp8_fast")
+    fp8 = args.op in FP8_OPS
     if fp8 and args.dtype != "bf16":
         raise SystemExit(f"--op {args.op} tunes e4m3 operands; --dtype is for linear and gated")
     dtype = TORCH_DTYPES["e4m3" if fp8 else args.dtype]
@@ -118,7 +119,7 @@ def add_commands(sub) -> None:
     p.add_argument("csv")
     p.set_defaults(func=cmd_plot)
     p = sub.add_parser("tune", help="time candidate kernels per shape and M; write the GPU's tuned table (GPU)")
-    p.add_argument("--op", default="linear", choices=("linear", "gated", "fp8", "fp8_fast", "qkv_rope"),
+    p.add_argument("--op", default="linear", choices=OPS,
                    help="linear (bias+gelu_tanh vs torch.mm), gated (SwiGLU on the packed [2I, K] weight vs "
                         "torch.mm on it), fp8 (row x column scales, fp32 promotion, vs torch._scaled_mm), "
                         "fp8_fast (the same with fast accumulation, vs _scaled_mm's) or "

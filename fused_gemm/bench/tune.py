@@ -237,7 +237,7 @@ class Fp8Work(Workload):
 
     @classmethod
     def space(cls, m, dtype=FP8):
-        return tuning_space.candidates("sm90a", "e4m3", m)
+        return tuning_space.candidates("sm90a", "e4m3", m, fast_accum=tuned.FP8_OPS[cls.op])
 
     def set_bytes(self):
         return self.m * self.k + self.n * self.k + 2 * self.m * self.n + 4 * (self.m + self.n)
@@ -249,7 +249,8 @@ class Fp8Work(Workload):
         return op.run(s[0], s[1], None, None, s[2].view(-1), s[3].view(-1), 1.0, 1.0, None, None, launch)
 
     def baseline_call(self, s):
-        return torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16)
+        return torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16,
+                                use_fast_accum=tuned.FP8_OPS[self.op])
 
     def error(self, variant):
         x, w, xs, ws = self.make()
@@ -263,14 +264,6 @@ class Fp8FastWork(Fp8Work):
     """fp8_linear as Fp8Work's, with fast accumulation (no promotion), against torch._scaled_mm with
     use_fast_accum=True."""
     op = "fp8_fast"
-
-    @classmethod
-    def space(cls, m, dtype=FP8):
-        return tuning_space.candidates("sm90a", "e4m3", m, fast_accum=True)
-
-    def baseline_call(self, s):
-        return torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16,
-                                use_fast_accum=True)
 
 
 class RopeWork(Workload):

@@ -6,8 +6,8 @@ weight quantiser ``quantize_fp8_weight``, so that a bf16 model runs W8A8 end to 
     xq, xs = fused_gemm.quantize_fp8(x)                           # one kernel: row absmax, scale, cast
     y = fused_gemm.fp8_linear(xq, wq, xs, ws, bias, "silu")       # bf16 [..., N]
 
-fp8_linear runs a GemmSpec("e4m3", ...) kernel (the GEMM family's GemmOp, chosen per M from
-``heuristics.FP8_RULES``); per-token / per-channel scales are its row_scale / col_scale vectors,
+fp8_linear runs a GemmSpec("e4m3", ...) kernel (the GEMM family's GemmOp, chosen per weight shape and M
+bucket from the GPU's tuned table, ops fp8 / fp8_fast, else per M from ``heuristics.FP8_RULES``); per-token / per-channel scales are its row_scale / col_scale vectors,
 per-tensor scales its a_scale / b_scale steps, which read the one value on the GPU (no sync).
 
 torch.library ops (each with a fake kernel):
@@ -159,7 +159,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         rule = None
         if tuned.tables_enabled():
             rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), "e4m3", n, k,
-                                  tuned.M_BUCKETS[bucket], "fp8_fast" if fast else "fp8")
+                                  tuned.M_BUCKETS[bucket], tuned.FP8_OP[fast])
         rule = rule or FP8_RULES[fast][row]
         spec = GemmSpec("e4m3", "e4m3", out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),

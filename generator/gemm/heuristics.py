@@ -73,7 +73,7 @@ def pick(arch: str, m: int) -> Rule:
 # row's kernel, swizzle 8 along M, on an H100 at M = 1024 / 4096 / 16384, geomean over Llama-3-8B's four
 # shapes, 0.975 / 0.968 / 0.975x _scaled_mm (8: 0.974 / 0.960 / 0.983; CUTLASS's drain every 8: 0.961 /
 # 0.936 / 0.958; perf/results/h100_sweep_fp8.txt, 2026-11-27).  The GPU's tuned table (`fused-gemm tune
-# --op fp8`) overrides the prefill row per weight shape and M bucket.
+# --op fp8`, and `--op fp8_fast` for fast accumulation) overrides the prefill rows per weight shape and M bucket.
 # The precise kernel stores its tile in two 128x64 subtiles, not CUTLASS's four 128x32 ones: each subtile
 # costs the consumers a wait and a release on the epilogue's load pipeline (which brings the scales ahead,
 # GemmSpec.vectors_ahead).  Same run, the row's kernel, geomean as above, M = 1024 / 4096 / 16384: H100

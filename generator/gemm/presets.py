@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, Iterable, List
 
 from ..gemv import DecodeConfig
@@ -82,10 +83,9 @@ def gpu_fp8_specs(gpu: str, epilogue: str = "row_scale+col_scale", out_dtype: st
     ``fused_gemm.warmup(*gpu_fp8_specs(...))`` builds and prepares them ahead of a CUDA-graph capture."""
     specs = [s for fast in (False, True) for s in fp8_linear_specs(epilogue, out_dtype, residual_dtype, bias_dtype, fast)]
     table = tuned.load(gpu)
-    specs += [GemmSpec("e4m3", "e4m3", out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
-                       epilogue=Epilogue.parse(epilogue), config=e.config, fast_accum=e.op == "fp8_fast",
-                       promotion=e.promotion)
-              for e in (table.entries if table else ()) if e.op in ("fp8", "fp8_fast")]
+    specs += [replace(tuned_kernel(e.op, e.dtype, e.config, e.promotion), out_dtype=out_dtype,
+                      residual_dtype=residual_dtype, bias_dtype=bias_dtype, epilogue=Epilogue.parse(epilogue))
+              for e in (table.entries if table else ()) if e.op in tuned.FP8_OPS]
     return list(dict.fromkeys(specs))
 
 
@@ -109,9 +109,9 @@ def tuned_kernel(op: str, dtype: str, config, promotion: int = FP8_PROMOTION, m:
     shared-memory reserve for M tokens on ``gpu``."""
     if op == "linear":
         return GemmSpec(dtype, epilogue="bias+gelu_tanh", config=config)
-    if op in ("fp8", "fp8_fast"):
+    if op in tuned.FP8_OPS:
         return GemmSpec("e4m3", "e4m3", out_dtype="bf16", epilogue=Epilogue(row_scale=True, col_scale=True),
-                        config=config, fast_accum=op == "fp8_fast", promotion=promotion)
+                        config=config, fast_accum=tuned.FP8_OPS[op], promotion=promotion)
     if op == "gated":
         from ..gated.heuristics import vector_store
         from ..gated.spec import GatedSpec

@@ -50,6 +50,8 @@ def bucket_of(m: int) -> int:
 
 
 OPS = ("linear", "gated", "fp8", "qkv_rope", "fp8_fast")
+FP8_OPS = {"fp8": False, "fp8_fast": True}   # fp8_linear's ops, by use_fast_accum
+FP8_OP = {fast: op for op, fast in FP8_OPS.items()}
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class Entry:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"tuned entry op {self.op!r} is not one of {OPS}")
+        if self.promotion != FP8_PROMOTION and self.op != "fp8":   # fast accumulation never promotes
+            raise ValueError(f"tuned entry of op {self.op!r} names promotion {self.promotion}: only fp8's entries "
+                             "promote (GemmSpec.promotion)")
 
     @property
     def key(self) -> Tuple[str, str, int, int, int]:

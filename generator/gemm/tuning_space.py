@@ -141,9 +141,9 @@ SM90_E4M3_FAST: Tuple[Candidate, ...] = tuple(
         ((128, 128, 128), (2, 1, 1), _PP, (64, 128)), ((256, 128, 128), (2, 1, 1), _COOP, None),
         ((128, 256, 128), (1, 2, 1), _COOP, None)))
 SPACES = {("sm90a", "bf16"): SM90_BF16, ("sm90a", "fp16"): SM90_BF16, ("sm90a", "e4m3"): SM90_E4M3}
-FAST_ACCUM_SPACES = {"sm90a": SM90_E4M3_FAST}
+FAST_ACCUM_SPACES = {("sm90a", "e4m3"): SM90_E4M3_FAST}
 
 
 def candidates(arch: str, dtype: str, m: int, fast_accum: bool = False) -> Tuple[Candidate, ...]:
-    space = FAST_ACCUM_SPACES[arch] if fast_accum else SPACES[(arch, dtype)]
+    space = (FAST_ACCUM_SPACES if fast_accum else SPACES)[(arch, dtype)]
     return tuple(c for c in space if c.serves(m))

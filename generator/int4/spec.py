@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
 
+from .. import pair
 from ..errors import SpecError
 from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig
 from ..uri import operand_dtypes, parse as uri_parse
@@ -145,7 +146,7 @@ class Int4Spec:
         the fp8-weight glue, the decode kernel, and the gated pieces (the pair epilogue, GatedPairOp,
         their int4 glue), each kept out of the other int4 kernels' keys."""
         if self.gated and not self.decode:
-            return ("pair", "gated", "int4_gated")
+            return (*pair.CSRC_INCLUDES, "gated", "int4_gated")
         if self.decode:
             return ("int4_decode", GEMV)
         return ("fp8_weight",) if self.fp8_weight else ()

@@ -3,10 +3,12 @@
 perf/bench_fp8.py runs."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List
 
 from ..gemm.presets import fp8_linear_specs, tuned_kernel
 from ..gemm.spec import GemmSpec, TileConfig
+from ..gemm.tuning_space import SM90_E4M3_FAST
 from .spec import QuantSpec
 
 # The fp8 mainloop's longer promotion intervals (2, 4 and 8 k-tiles), which no rule of the heuristic takes:
@@ -28,10 +30,21 @@ FP8_TEST_EPILOGUES = [
 ]
 
 
+# The fast-accumulation candidates with cooperative tiles, whose epilogue reads its vectors ahead as the
+# precise kernels' does: fp8_linear(use_fast_accum=True) runs them where a tuned table names them (the
+# ping-pong ones keep CUTLASS's broadcasts, as FP8_RULES' fast rows do).
+FAST_COOPERATIVE_CONFIGS = [c.config for c in SM90_E4M3_FAST if c.config.schedule == "cooperative"]
+
+
+def fast_cooperative_specs(epilogue: str, out: str) -> List[GemmSpec]:
+    """The kernels test_fp8.py's test_fast_accumulation_cooperative_tiles runs for this epilogue."""
+    return [replace(fp8_linear_specs(epilogue, out, fast_accum=True)[0], config=c) for c in FAST_COOPERATIVE_CONFIGS]
+
+
 def _fp8_gpu_tests() -> list:
     specs = [QuantSpec("bf16"), QuantSpec("fp16")]
     for epilogue, out in FP8_TEST_EPILOGUES:
-        specs += fp8_linear_specs(epilogue, out)
+        specs += fp8_linear_specs(epilogue, out) + fast_cooperative_specs(epilogue, out)
     specs += fp8_linear_specs("row_scale+col_scale", fast_accum=True)
     specs += fp8_linear_specs("row_scale+col_scale", "fp32")
     specs += [promotion_test_spec(*case) for case in PROMOTION_TEST_CASES]

@@ -1,5 +1,6 @@
 """The rope family: the QKV projection with rotary embeddings applied in its epilogue
 (templates/rope, csrc/fused_gemm/rope, fused_gemm/rope)."""
+from .. import pair
 from ..family import KernelFamily
 from . import cli, render
 from .abi import PROBLEM
@@ -16,7 +17,7 @@ FAMILY = KernelFamily(
     presets=PRESETS,
     op="fused_gemm.rope.op:RopeOp",
     cli=cli,
-    csrc_includes=("pair",),                         # the pair epilogue
+    csrc_includes=pair.CSRC_INCLUDES,                # the pair epilogue
 )
 
 __all__ = ["FAMILY", "PROBLEM", "RopeSpec", "gpu_rope_specs", "rope_specs"]

@@ -56,6 +56,18 @@ struct DecodeParams {
   float scale_log2;              // softmax scale * log2(e)
 };
 
+// Query rows one kv head serves (its Hq / Hkv heads for every token), and the 16-row groups of them that
+// are a split kernel CTA's rows each: of the C ABI's problem and of the kernels' params alike.
+constexpr int kDecodeRows = 16;
+template <class P>
+CUTLASS_HOST_DEVICE int64_t query_rows_per_kv_head(P const &p) {
+  return int64_t(p.tokens) * (p.num_heads / p.num_kv_heads);
+}
+template <class P>
+CUTLASS_HOST_DEVICE int64_t row_groups_per_kv_head(P const &p) {
+  return (query_rows_per_kv_head(p) + kDecodeRows - 1) / kDecodeRows;
+}
+
 template <class Element>
 struct DecodeMma;
 template <>
@@ -71,7 +83,7 @@ template <class Element, int kD, int kBlockN, int kStages>
 struct DecodeKernel {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kRows = 16;                          // query rows per CTA (one MMA tile)
+  static constexpr int kRows = kDecodeRows;                 // query rows per CTA (one MMA tile)
   static constexpr int kChunks = kD * int(sizeof(Element)) / 16;   // 16-byte chunks per key row
   static_assert(kBlockN == 16 * kWarps, "each warp takes 16 keys of a tile");
   static_assert(kChunks % 8 == 0, "rows of at least 8 chunks (the swizzle)");
@@ -140,7 +152,7 @@ struct DecodeKernel {
     int const split = blockIdx.x, b = blockIdx.z;
     int const kv_head = blockIdx.y / p.row_groups, row_group = blockIdx.y % p.row_groups;
     int const group = p.num_heads / p.num_kv_heads;
-    int const rows = p.tokens * group;                      // query rows of this kv head
+    int const rows = int(query_rows_per_kv_head(p));
     Element const *k = static_cast<Element const *>(p.k) + b * p.k_batch + kv_head * p.k_head;
     Element const *v = static_cast<Element const *>(p.v) + b * p.v_batch + kv_head * p.v_head;
     wait_for_previous_grid();                                // q, the caches and the lengths may be its output
@@ -380,12 +392,12 @@ __global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocks) decode_s
 // sequence still has a merge spread over the GPU.
 template <class Element, int kD>
 __global__ void __launch_bounds__(kD / 2) decode_combine_kernel(DecodeParams const p) {
-  constexpr int kRows = 16;
+  constexpr int kRows = kDecodeRows;
   int const r = blockIdx.x, slot_y = blockIdx.y, b = blockIdx.z;
   int const kv_head = slot_y / p.row_groups, row_group = slot_y % p.row_groups;
   int const group = p.num_heads / p.num_kv_heads;
   int const row = row_group * kRows + r;
-  if (row >= p.tokens * group) return;
+  if (row >= int(query_rows_per_kv_head(p))) return;
   // Launched without PDL (see the top), so these return at once; they keep the kernel correct if a
   // launch ever adds it.
   wait_for_previous_grid();
@@ -454,7 +466,7 @@ struct DecodeLauncher {
     d.lse_batch = p.lse_batch, d.lse_head = p.lse_head;
     d.batch = p.batch, d.tokens = p.tokens, d.num_heads = p.num_heads, d.num_kv_heads = p.num_kv_heads;
     d.max_len = p.max_len, d.splits = p.splits;
-    d.row_groups = (p.tokens * (p.num_heads / p.num_kv_heads) + kRows - 1) / kRows;
+    d.row_groups = int(row_groups_per_kv_head(p));
     d.scale_log2 = p.scale * 1.4426950408889634f;
     auto *part = static_cast<float *>(p.workspace);
     d.o_part = part;
@@ -463,8 +475,7 @@ struct DecodeLauncher {
   }
 
   static int64_t parts(Problem const &p) {  // (batch, kv head, row group, split, row) slots
-    int64_t const row_groups = (int64_t(p.tokens) * (p.num_heads / p.num_kv_heads) + kRows - 1) / kRows;
-    return int64_t(p.batch) * p.num_kv_heads * row_groups * p.splits * kRows;
+    return int64_t(p.batch) * p.num_kv_heads * row_groups_per_kv_head(p) * p.splits * kRows;
   }
 
   static size_t workspace_bytes(Problem const &p) {
@@ -474,7 +485,7 @@ struct DecodeLauncher {
   static int can_implement(Problem const &p) {
     if (p.num_kv_heads < 1 || p.num_heads % p.num_kv_heads) return fail(FG_ERR_INVALID, "heads: Hq % Hkv != 0");
     if (p.splits < 1 || p.tokens < 1 || p.batch < 1) return fail(FG_ERR_INVALID, "splits, tokens, batch >= 1");
-    if (p.batch > 65535 || int64_t(p.num_kv_heads) * ((int64_t(p.tokens) * (p.num_heads / p.num_kv_heads) + 15) / 16) > 65535) {
+    if (p.batch > 65535 || p.num_kv_heads * row_groups_per_kv_head(p) > 65535) {
       return fail(FG_ERR_INVALID, "batch or kv heads x row groups past the grid's 65535");
     }
     return FG_OK;
@@ -537,7 +548,7 @@ struct DecodeLauncher {
                                     (kFeatures & FG_FEATURE_PDL) && d.splits == 1, 1, d);
     if (err == cudaSuccess && d.splits > 1) {
       // A CTA per query row: the rows a kv head has (T x G, when fewer than a group's 16).
-      int const rows = d.tokens * (d.num_heads / d.num_kv_heads);
+      int const rows = int(query_rows_per_kv_head(d));
       err = launch_kernel(decode_combine_kernel<typename Kernel::Element, Kernel::kD>,
                           dim3(rows < kRows ? rows : kRows, d.num_kv_heads * d.row_groups, d.batch),
                           dim3(Kernel::kD / 2), 0, stream, false, 1, d);

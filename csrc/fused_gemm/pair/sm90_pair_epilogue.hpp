@@ -44,6 +44,7 @@
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "fused_gemm/common/sm90_launcher.hpp"
+#include "fused_gemm/evt/sm90_node.hpp"
 
 namespace fused_gemm {
 
@@ -52,8 +53,10 @@ struct has_tile_store : std::false_type {};
 template <class PairOp>
 struct has_tile_store<PairOp, std::void_t<decltype(PairOp::kTileStore)>> : std::bool_constant<PairOp::kTileStore> {};
 
+// Its Params are its Arguments and it needs no workspace, as our EVT nodes: the kernel layer calls the
+// same hooks on a collective epilogue.
 template <class PairOp, bool kSwapAB, class ElementD_>
-class Sm90PairEpilogue {
+class Sm90PairEpilogue : public Sm90NodeWithoutWorkspace {
  public:
   using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -70,22 +73,6 @@ class Sm90PairEpilogue {
   using TensorStorage = SharedStorage;
   using Arguments = typename PairOp::Arguments;
   using Params = Arguments;
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void *) {
-    return args;
-  }
-
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const &, Arguments const &) {
-    return 0;
-  }
-
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const &, Arguments const &, void *, cudaStream_t,
-                                              cutlass::CudaHostAdapter * = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const &problem_shape, Arguments const &) {
