@@ -99,13 +99,17 @@ class CacheEntry:
             stale.unlink(missing_ok=True)
 
 
+def csrc_folders_of(spec) -> Tuple[str, ...]:
+    """The csrc/ folders whose headers enter the spec's key: its family's, and the shared ones the spec alone
+    includes (an EVT node only some kernels use), so that editing those leaves the family's other kernels valid."""
+    from .registry import family_of
+    return family_of(spec).csrc_folders + tuple(f"fused_gemm/{name}" for name in getattr(spec, "csrc_includes", ()))
+
+
 def entry_for(spec, source: str, toolchain: Toolchain) -> CacheEntry:
     from .registry import family_of
     family = family_of(spec)
-    # A spec may include shared headers beyond its family's (an EVT node only some kernels use):
-    # they enter its key alone, so editing them leaves the family's other kernels valid.
-    folders = family.csrc_folders + tuple(f"fused_gemm/{name}" for name in getattr(spec, "csrc_includes", ()))
-    key = cache_key(source, spec.arch, toolchain, folders, family.nvcc_flags)
+    key = cache_key(source, spec.arch, toolchain, csrc_folders_of(spec), family.nvcc_flags)
     tc = f"cutlass-{toolchain.cutlass_version}_nvcc-{toolchain.nvcc_version}"
     return CacheEntry(spec, key, cache_root() / tc / spec.arch / spec.uri / key)
 

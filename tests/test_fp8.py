@@ -344,13 +344,18 @@ def test_fp8_linear_matches_float64(epilogue, out, m):
 def test_read_ahead_vectors_over_many_tiles_a_cta(epilogue, out):
     """The prefill kernel's scales and bias pass through two shared-memory slots that the epilogue's load
     warp fills ahead of the consumers (csrc/fused_gemm/evt/sm90_prefetched_vector.hpp): at K = 128 that
-    warp runs furthest ahead, ~16 tiles a CTA reuse each slot several times, M and N end in partial tiles,
-    and the residual case reuses C's buffer (a deeper load pipeline)."""
-    ep, dtype = Epilogue.parse(epilogue), OUT[out]
+    warp runs furthest ahead, ~16 tiles a CTA (128x128 ones) reuse each slot several times, M and N end in
+    partial tiles, and the residual case reuses C's buffer (a deeper load pipeline)."""
+    check_many_tiles_a_cta(Epilogue.parse(epilogue), OUT[out])
+
+
+def check_many_tiles_a_cta(ep: Epilogue, dtype, **kw):
+    """fp8_linear at 8191 x 4104 x 128 (8-16 tiles a CTA, partial tiles in M and N) against float64,
+    its output NaN-poisoned first."""
     m, n, k = 8191, 4104, 128
     g = fp8_operands(ep, m, n, k, dtype)
     result = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    assert_close(call(ep, g, out=result), fp8_reference(ep, **g), TOL[dtype])
+    assert_close(call(ep, g, out=result, **kw), fp8_reference(ep, **g), TOL[dtype])
 
 
 @pytest.mark.gpu
@@ -358,19 +363,16 @@ def test_read_ahead_vectors_over_many_tiles_a_cta(epilogue, out):
 @pytest.mark.parametrize("epilogue, out", FP8_TEST_EPILOGUES)
 def test_fast_accumulation_cooperative_tiles(monkeypatch, epilogue, out, config):
     """fp8_linear(use_fast_accum=True) where the GPU's table names a cooperative tile (its epilogue reads the
-    vectors ahead, as the precise kernels' does): every test epilogue through the public op, ~16 tiles a CTA at
-    K = 128, M and N ending in partial tiles; the op ran the named kernel."""
+    vectors ahead, as the precise kernels' does): every test epilogue through the public op, as
+    test_read_ahead_vectors_over_many_tiles_a_cta; the op ran the named kernel."""
     from fused_gemm.generator.gemm import tuned
     from fused_gemm.generator.gemm.heuristics import Rule
     from fused_gemm.quant import fp8 as fp8_api
+    monkeypatch.setenv("FUSED_GEMM_TUNED", "1")
     monkeypatch.setattr(tuned, "rule_for", lambda gpu, dtype, n, k, m, op="linear":
-                        Rule(m, config) if op == "fp8_fast" else None)
+                        Rule(m, config) if op == tuned.FP8_OP[True] else None)
     monkeypatch.setattr(fp8_api, "_selection", {})
-    ep, dtype = Epilogue.parse(epilogue), OUT[out]
-    m, n, k = 8191, 4104, 128
-    g = fp8_operands(ep, m, n, k, dtype)
-    result = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    assert_close(call(ep, g, out=result, use_fast_accum=True), fp8_reference(ep, **g), TOL[dtype])
+    check_many_tiles_a_cta(Epilogue.parse(epilogue), OUT[out], use_fast_accum=True)
     (op, _), = fp8_api._selection.values()
     assert op.spec in fast_cooperative_specs(epilogue, out) and op.spec.config == config
 

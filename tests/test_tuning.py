@@ -112,6 +112,10 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
         tuned.Entry("bf16", 1, 1, 1, TileConfig(), LaunchOptions(), op="gemv")
     with pytest.raises(ValueError, match="promotion"):     # fast accumulation never promotes
         tuned.Entry("e4m3", 1, 1, 1, fast_cfg, LaunchOptions(), op="fp8_fast", promotion=8)
+    bad = json.loads(table.to_json())               # such an entry in a file: left out, the rest still read
+    bad["entries"].append({**fast.to_json(), "m": 16384, "promotion": 8})
+    with pytest.warns(UserWarning, match="left out"):
+        assert set(tuned.TunedTable.from_json(json.dumps(bad)).entries) == set(table.entries)
     future = json.loads(table.to_json())            # a newer tuner's op: left out, the rest still read
     future["entries"].append({**future["entries"][0], "op": "int4"})
     assert set(tuned.TunedTable.from_json(json.dumps(future)).entries) == set(table.entries)
@@ -147,7 +151,7 @@ def test_tuner_workloads_build_their_ops_specs():
         fp8_listed = {(s.config, s.promotion, s.fast_accum) for s in gpu_fp8_specs(gpu)}
         for e in table.entries:
             assert e.op != "gated" or e.config in gated_listed, e
-            assert e.op not in ("fp8", "fp8_fast") or (e.config, e.promotion, e.op == "fp8_fast") in fp8_listed, e
+            assert e.op not in tuned.FP8_OPS or (e.config, e.promotion, tuned.FP8_OPS[e.op]) in fp8_listed, e
     specs = fp8.candidate_specs(torch.float8_e4m3fn, [4096])
     assert {s.promotion for s in specs} == {4, 8, 16} and all(s.a_dtype == "e4m3" for s in specs)
     assert not any(s.fast_accum for s in specs)

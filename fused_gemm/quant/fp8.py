@@ -7,8 +7,9 @@ weight quantiser ``quantize_fp8_weight``, so that a bf16 model runs W8A8 end to 
     y = fused_gemm.fp8_linear(xq, wq, xs, ws, bias, "silu")       # bf16 [..., N]
 
 fp8_linear runs a GemmSpec("e4m3", ...) kernel (the GEMM family's GemmOp, chosen per weight shape and M
-bucket from the GPU's tuned table, ops fp8 / fp8_fast, else per M from ``heuristics.FP8_RULES``); per-token / per-channel scales are its row_scale / col_scale vectors,
-per-tensor scales its a_scale / b_scale steps, which read the one value on the GPU (no sync).
+bucket from the GPU's tuned table, ops fp8 / fp8_fast, else per M from ``heuristics.FP8_RULES``);
+per-token / per-channel scales are its row_scale / col_scale vectors, per-tensor scales its a_scale /
+b_scale steps, which read the one value on the GPU (no sync).
 
 torch.library ops (each with a fake kernel):
     fused_gemm::quantize_fp8(x) -> (Tensor q, Tensor scale)

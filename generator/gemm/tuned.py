@@ -17,6 +17,7 @@ import bisect
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -70,7 +71,7 @@ class Entry:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"tuned entry op {self.op!r} is not one of {OPS}")
-        if self.promotion != FP8_PROMOTION and self.op != "fp8":   # fast accumulation never promotes
+        if self.promotion != FP8_PROMOTION and FP8_OPS.get(self.op) is not False:   # only precise fp8 promotes
             raise ValueError(f"tuned entry of op {self.op!r} names promotion {self.promotion}: only fp8's entries "
                              "promote (GemmSpec.promotion)")
 
@@ -125,11 +126,18 @@ class TunedTable:
 
     @classmethod
     def from_json(cls, text: str) -> "TunedTable":
-        """A table file; entries of an op this version does not know (a newer tuner's) are left out, so that
-        they cannot take the other ops' entries down with them."""
+        """A table file; entries of an op this version does not know (a newer tuner's) or that it refuses are
+        left out, with a warning for the latter, so that they cannot take the other ops' entries down with them."""
         d = json.loads(text)
-        return cls(d["gpu"], d.get("meta", {}),
-                   tuple(Entry.from_json(e) for e in d["entries"] if e.get("op", "linear") in OPS))
+        entries = []
+        for e in d["entries"]:
+            if e.get("op", "linear") not in OPS:
+                continue
+            try:
+                entries.append(Entry.from_json(e))
+            except ValueError as exc:
+                warnings.warn(f"tuned table {d['gpu']!r}: entry {e} left out: {exc}")
+        return cls(d["gpu"], d.get("meta", {}), tuple(entries))
 
 
 _BIG_M = 1 << 62

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Callable, Dict, List
 
 from ..gemm.presets import fp8_linear_specs, tuned_kernel
-from ..gemm.spec import GemmSpec, TileConfig
+from ..gemm.spec import Epilogue, GemmSpec, TileConfig
 from ..gemm.tuning_space import SM90_E4M3_FAST
 from .spec import QuantSpec
 
@@ -30,15 +30,18 @@ FP8_TEST_EPILOGUES = [
 ]
 
 
-# The fast-accumulation candidates with cooperative tiles, whose epilogue reads its vectors ahead as the
-# precise kernels' does: fp8_linear(use_fast_accum=True) runs them where a tuned table names them (the
-# ping-pong ones keep CUTLASS's broadcasts, as FP8_RULES' fast rows do).
-FAST_COOPERATIVE_CONFIGS = [c.config for c in SM90_E4M3_FAST if c.config.schedule == "cooperative"]
+# The fast-accumulation candidates whose epilogue reads its vectors ahead, as the precise kernels' does (the
+# cooperative tiles; ping-pong ones keep CUTLASS's broadcasts): fp8_linear(use_fast_accum=True) runs them where
+# a tuned table names them.
+FAST_COOPERATIVE_CONFIGS = [c.config for c in SM90_E4M3_FAST
+                            if tuned_kernel("fp8_fast", "e4m3", c.config).vectors_ahead]
 
 
 def fast_cooperative_specs(epilogue: str, out: str) -> List[GemmSpec]:
     """The kernels test_fp8.py's test_fast_accumulation_cooperative_tiles runs for this epilogue."""
-    return [replace(fp8_linear_specs(epilogue, out, fast_accum=True)[0], config=c) for c in FAST_COOPERATIVE_CONFIGS]
+    return [replace(tuned_kernel("fp8_fast", "e4m3", c), epilogue=Epilogue.parse(epilogue), out_dtype=out,
+                    bias_dtype=None, residual_dtype=None)
+            for c in FAST_COOPERATIVE_CONFIGS]
 
 
 def _fp8_gpu_tests() -> list:
