@@ -9,7 +9,9 @@ Kinds: rope (qkv_rope on Llama-3-8B's QKV), gemm (our plain GEMM of the same sha
 that tile or decode config instead of linear's choice: the dense decode kernel is
 gemv::kernel<DenseDecode<...>>, NCU_KERNEL=DenseDecode), int4
 (int4_linear, s4 g128, --n/--k; its decode kernel is gemv::kernel<Int4Decode<...>>: NCU_KERNEL=Int4Decode),
-attention (bf16, 16k tokens in B = 16384 / --m sequences of --m, H = 32, head dim --n, --causal).
+attention (bf16, 16k tokens in B = 16384 / --m sequences of --m, H = 32, head dim --n, --causal), fp8 /
+fp8-fast (fp8_linear, row x column scales, precise / fast accumulation, on bench_fp8's spread operands) and
+scaled_mm / scaled_mm-fast (torch._scaled_mm on the same: cuBLAS's kernel, NCU_KERNEL=nvjet).
 """
 from __future__ import annotations
 
@@ -57,12 +59,21 @@ def launcher(kind: str, m: int, n: int, k: int, positions: str = "arange", causa
     if kind == "int4":
         w = fused_gemm.quantize_int4(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5, 128)
         return lambda: fused_gemm.int4_linear(x, w)
+    if kind in ("fp8", "fp8-fast", "scaled_mm", "scaled_mm-fast"):   # bench_fp8's operands and layouts
+        from fused_gemm.bench.ops import fp8_scaled_operands
+        xq, wq, xs, ws = fp8_scaled_operands(m, n, k)
+        fast = kind.endswith("-fast")
+        if kind.startswith("fp8"):
+            return lambda: fused_gemm.fp8_linear(xq, wq, xs.view(-1), ws.view(-1), use_fast_accum=fast)
+        wt = wq.t()
+        return lambda: torch._scaled_mm(xq, wt, scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16, use_fast_accum=fast)
     raise SystemExit(f"unknown kind {kind!r}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear", "int4", "attention"))
+    ap.add_argument("kind", choices=("rope", "gemm", "gated", "linear", "int4", "attention", "fp8", "fp8-fast",
+                                     "scaled_mm", "scaled_mm-fast"))
     ap.add_argument("--m", type=int, default=4096)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=K)
