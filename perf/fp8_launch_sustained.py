@@ -12,12 +12,9 @@ import sys
 
 import torch
 
-from fused_gemm import jit
-from fused_gemm.bench.ops import fp8_scaled_operands
-from fused_gemm.bench.timing import paired_ratios, require_gpu, rotation_count, time_samples, warm_gpu
+from fused_gemm.bench.timing import paired_ratios, require_gpu, time_samples, warm_gpu
+from fused_gemm.bench.tune import FP8, WORKLOADS
 from fused_gemm.generator import LaunchOptions
-from fused_gemm.generator.gemm.presets import tuned_kernel
-from fused_gemm.generator.gemm.spec import config_from_name
 from fused_gemm.generator.gemm.tuned import FP8_OP
 
 LAUNCHES = [LaunchOptions(swizzle=s, raster=r) for s in (1, 2, 4, 8) for r in ("heuristic", "along_m", "along_n")]
@@ -29,22 +26,18 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=14336)
     ap.add_argument("--fast", action="store_true", help="fast accumulation on both sides")
-    ap.add_argument("--config", nargs="+", required=True, help="tile config names")
+    ap.add_argument("--config", nargs="+", required=True, help="the tuner's candidate names (fused-gemm tune --op fp8[_fast])")
     args = ap.parse_args(argv)
     require_gpu("fp8_launch_sustained")
     m, n, k = args.m, args.n, args.k
-    sets = [fp8_scaled_operands(m, n, k) for _ in range(rotation_count(m * k + n * k + 4 * m * n))]
-    theirs = [(lambda s=s: torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16,
-                                            use_fast_accum=args.fast)) for s in sets]
+    work = WORKLOADS[FP8_OP[args.fast]](FP8, n, k, m)      # the tuner's operands, kernels and calls
+    theirs = [(lambda s=s: work.baseline_call(s)) for s in work.sets]
     warm_gpu()
     print(f"{torch.cuda.get_device_name()}: {m}x{n}x{k} e4m3, {'fast' if args.fast else 'precise'} accumulation; "
           "TFLOP/s ratio ours / _scaled_mm (median of per-repetition ratios), each launch paired with it alone")
     for name in args.config:
-        op = jit.compile(tuned_kernel(FP8_OP[args.fast], "e4m3", config_from_name(name)))
         for launch in LAUNCHES:
-            ours = [(lambda s=s: op.run(s[0], s[1], None, None, s[2].view(-1), s[3].view(-1), 1.0, 1.0, None, None,
-                                        launch)) for s in sets]
-            samples = time_samples({"theirs": theirs, "ours": ours}, min_calls=10, reps=31)
+            samples = time_samples({"theirs": theirs, "ours": work.calls((name, launch))}, min_calls=10, reps=31)
             ratio = 1.0 / paired_ratios(samples, "theirs")["ours"]
             print(f"  {name:<36} swizzle {launch.swizzle} raster {launch.raster:<10} {ratio:6.3f}  "
                   f"ours {statistics.median(samples['ours']) * 1e3:7.3f} ms  theirs "
