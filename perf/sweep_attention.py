@@ -3,13 +3,15 @@ what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
                                    [--block-n 64 128] [--pingpong] [--dims 128 64] [--overlap]
-                                   [--variants DIR] [--table-only]
+                                   [--epilogues] [--variants DIR] [--table-only]
 
 Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
-ping-pong softmax) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
+ping-pong softmax; with --epilogues each also with the consumers' epilogues
+free of their turns) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
 TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.  --variants DIR adds builds of
 a kernel edit (perf/build_variants.py: DIR/<name>/lib.so) to the rows of their head dim and mask, with
-each one's error against cuDNN; --table-only times only the table's pick per row (beside the variants).
+each one's error against cuDNN; --table-only times only the table's pick per row (beside the variants
+and, with --epilogues, beside the same kernel with the other epilogue order).
 """
 from __future__ import annotations
 
@@ -30,22 +32,25 @@ from fused_gemm.generator.attention import heuristics
 from bench_attention import HEADS   # perf/, beside this script
 from build_variants import load_builds
 
-# (Q tile, K/V tile, persistent, pingpong); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
+# (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
-def candidates(block_n=(128,), pingpong=False, dims=(128, 64), overlap=False):
-    return {d: [(bm, bn, persistent, pp, ovl) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
+def candidates(block_n=(128,), pingpong=False, dims=(128, 64), overlap=False, epilogues=False):
+    return {d: [(bm, bn, persistent, pp, ovl, ordered) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
                 for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))
-                for ovl in ((False, True) if overlap and not pp else (False,))]
+                for ovl in ((False, True) if overlap and not pp else (False,))
+                for ordered in ((True, False) if epilogues else (True,))]
             for d in dims}
 
 
-def spec(d, causal, bm, bn, persistent, pingpong, overlap=False):
-    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong, overlap=overlap)
+def spec(d, causal, bm, bn, persistent, pingpong, overlap=False, ordered=True):
+    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong, overlap=overlap,
+                         ordered_epilogue=ordered)
 
 
-def name(bm, bn, persistent, pingpong, overlap=False):
-    return f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}{'-ovl' if overlap else ''}"
+def name(bm, bn, persistent, pingpong, overlap=False, ordered=True):
+    return (f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}{'-ovl' if overlap else ''}"
+            f"{'' if ordered else '-free'}")
 
 
 def specs(configs_by_dim=None):
@@ -54,9 +59,15 @@ def specs(configs_by_dim=None):
 
 
 def table_config(d, causal, s):
-    """The table's (Q tile, K/V tile, persistent, pingpong, overlap) for this row."""
+    """The table's (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue) for this row."""
     picked = heuristics.pick("bf16", d, causal, s)
-    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap)
+    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap, picked.ordered_epilogue)
+
+
+def table_configs(d, causal, s, epilogues):
+    """The table's pick, and with `epilogues` the same kernel with the other epilogue order."""
+    picked = table_config(d, causal, s)
+    return [picked, picked[:-1] + (not picked[-1],)] if epilogues else [picked]
 
 
 def main(argv=None) -> int:
@@ -67,15 +78,17 @@ def main(argv=None) -> int:
     ap.add_argument("--block-n", type=int, nargs="+", default=[128], help="K/V tiles to weigh")
     ap.add_argument("--dims", type=int, nargs="+", default=[128, 64], help="head dims")
     ap.add_argument("--overlap", action="store_true", help="each candidate also with the overlapped mainloop")
+    ap.add_argument("--epilogues", action="store_true", help="each candidate with ordered and free epilogues")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     ap.add_argument("--table-only", action="store_true", help="time only the table's kernel per row")
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
-    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims), args.overlap)
+    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims), args.overlap, args.epilogues)
     if args.table_only:
-        configs_by_dim = {d: list(dict.fromkeys(table_config(d, causal, s) for s in args.s for causal in (False, True)))
+        configs_by_dim = {d: list(dict.fromkeys(c for s in args.s for causal in (False, True)
+                                                for c in table_configs(d, causal, s, args.epilogues)))
                           for d in args.dims}
     build_many(specs(configs_by_dim), progress=False)
     if args.build_only:
@@ -93,7 +106,7 @@ def main(argv=None) -> int:
                     b = TOKENS // s
                     q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
                     variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
-                    for config in ([table_config(d, causal, s)] if args.table_only else configs):
+                    for config in (table_configs(d, causal, s, args.epilogues) if args.table_only else configs):
                         op = fused_gemm.compile(spec(d, causal, *config))
                         variants[name(*config)] = [lambda op=op: op(q, k, v)]
                     for label, (spec_, op) in variant_ops.items():

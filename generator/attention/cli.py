@@ -17,8 +17,10 @@ def add_arguments(g) -> None:
                    help="sm90a: consumer warpgroups take turns at the softmax (example 88's kIsMainloopLocked)")
     g.add_argument("--overlap", action="store_true",
                    help="sm90a: a warpgroup issues a step's QK^T and the previous step's PV back to back")
+    g.add_argument("--free-epilogue", action="store_true",
+                   help="sm90a: consumer warpgroups store O without taking turns (example 88's kernel orders them)")
 
 
 def spec_from_args(args) -> AttentionSpec:
     return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent,
-                         args.attention_arch, args.block_m, args.pingpong, args.overlap)
+                         args.attention_arch, args.block_m, args.pingpong, args.overlap, not args.free_epilogue)

@@ -26,6 +26,14 @@ where this table takes the shipped overlapped loop (D = 64 1k 0.93x vs 0.99x, D 
 polynomial on the FMA pipe instead of MUFU (to lift D = 64's MUFU bound) lost everywhere (D = 64 1k 0.85-0.95x
 vs 0.97x; 4k 192-row 0.97x vs 1.06x; H100, 2026-11-27).
 
+The consumers' epilogues (2026-11-27, our own kernel in place of example 88's, which always has them take
+turns; perf/sweep_attention.py --table-only --epilogues, each table kernel beside its twin, H100 / H200;
+perf/results/h{100,200}_sweep_attention.txt): free epilogues win at D = 64 without a mask up to 2k
+(+2.2% / +1.0%; a build of example 88's kernel without the turns, +3.5% on the H100) and with 192-row
+tiles under a causal mask (one CTA per tile, 16k: +1.7% / +2.4%; persistent, 4k: -0.3% / +1.1%);
+turns win at D = 64 causal up to 2k (+2.4% / +4.7%).  D = 128 ties within run-to-run noise (1k without a mask +0.5% / 0.0%, free; 4k
+-1.0% / -1.0%), and where it ties the table keeps the turns.
+
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
 D = 128; at D = 256, 32x128 tiles with O accumulated in a float workspace (K/V tiles of 256 keys
@@ -37,26 +45,27 @@ from typing import Dict, Optional, Tuple
 from .spec import AttentionSpec
 
 ANY = 1 << 31
-Row = Tuple[int, Optional[int], int, bool, bool]      # (max Sq, block_m, block_n, persistent, overlap)
+FREE, TURNS = False, True            # the consumers' epilogues: free, or taking turns (example 88's way)
+Row = Tuple[int, Optional[int], int, bool, bool, bool]   # (max Sq, block_m, block_n, persistent, overlap, ordered epilogue)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
-    ("sm90a", 64, False): ((2048, None, 128, True, True), (ANY, 192, 128, True, False)),
-    ("sm90a", 64, True): ((2048, None, 128, True, True), (4096, 192, 128, True, False),
-                          (ANY, 192, 128, False, False)),
-    ("sm90a", 128, False): ((ANY, None, 128, True, False),),
-    ("sm90a", 128, True): ((1024, None, 128, True, True), (ANY, None, 128, True, False)),
-    ("sm90a", 256, False): ((ANY, None, 64, False, False),),
-    ("sm90a", 256, True): ((ANY, None, 64, False, False),),
-    ("sm80", 64, False): ((ANY, None, 64, False, False),),
-    ("sm80", 64, True): ((ANY, None, 64, False, False),),
-    ("sm80", 128, False): ((ANY, None, 128, False, False),),
-    ("sm80", 128, True): ((ANY, None, 128, False, False),),
-    ("sm80", 256, False): ((ANY, None, 128, False, False),),
-    ("sm80", 256, True): ((ANY, None, 128, False, False),),
+    ("sm90a", 64, False): ((2048, None, 128, True, True, FREE), (ANY, 192, 128, True, False, FREE)),
+    ("sm90a", 64, True): ((2048, None, 128, True, True, TURNS), (4096, 192, 128, True, False, FREE),
+                          (ANY, 192, 128, False, False, FREE)),
+    ("sm90a", 128, False): ((1024, None, 128, True, False, FREE), (ANY, None, 128, True, False, TURNS)),
+    ("sm90a", 128, True): ((1024, None, 128, True, True, TURNS), (ANY, None, 128, True, False, FREE)),
+    ("sm90a", 256, False): ((ANY, None, 64, False, False, TURNS),),
+    ("sm90a", 256, True): ((ANY, None, 64, False, False, TURNS),),
+    ("sm80", 64, False): ((ANY, None, 64, False, False, TURNS),),
+    ("sm80", 64, True): ((ANY, None, 64, False, False, TURNS),),
+    ("sm80", 128, False): ((ANY, None, 128, False, False, TURNS),),
+    ("sm80", 128, True): ((ANY, None, 128, False, False, TURNS),),
+    ("sm80", 256, False): ((ANY, None, 128, False, False, TURNS),),
+    ("sm80", 256, True): ((ANY, None, 128, False, False, TURNS),),
 }
 
 
 def rows(head_dim: int, causal: bool, arch: str = "sm90a") -> Tuple[Row, ...]:
-    return TABLE.get((arch, head_dim, causal), ((ANY, None, 64, False, False),))
+    return TABLE.get((arch, head_dim, causal), ((ANY, None, 64, False, False, TURNS),))
 
 
 def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -> int:
@@ -69,5 +78,6 @@ def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -
 def pick(dtype: str, head_dim: int, causal: bool, seqlen_q: int = ANY, arch: str = "sm90a") -> AttentionSpec:
     """The kernel for Sq (the longest sequence, for varlen) queries; an unknown head dim gets a spec
     that refuses it with a clear error."""
-    _, block_m, block_n, persistent, overlap = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
-    return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap)
+    _, block_m, block_n, persistent, overlap, ordered = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
+    return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap,
+                         ordered_epilogue=ordered)

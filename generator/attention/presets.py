@@ -9,8 +9,9 @@ from .spec import AttentionSpec
 
 def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a") -> List[AttentionSpec]:
     """The kernels ``attention`` uses for this dtype and head dim (causal and not, every length)."""
-    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap)
-            for causal in (False, True) for _, block_m, block_n, persistent, overlap in rows(head_dim, causal, arch)]
+    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap,
+                          ordered_epilogue=ordered)
+            for causal in (False, True) for _, block_m, block_n, persistent, overlap, ordered in rows(head_dim, causal, arch)]
 
 
 def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
@@ -23,7 +24,8 @@ def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
 
 def variants() -> List[AttentionSpec]:
     """One kernel of each kind perf/sweep_attention.py weighs (the causal persistent order, the
-    ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not):
+    ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not, the epilogues
+    in turns or free):
     tests/test_attention.py runs them directly on shapes the table's length rows would not send them, so that a table change never
     picks an untested kind."""
     return [AttentionSpec("bf16", 128, True, 128, True),
@@ -33,7 +35,9 @@ def variants() -> List[AttentionSpec]:
             AttentionSpec("bf16", 64, True, 128, True, block_m=192),
             AttentionSpec("bf16", 64, True, 128, True, block_m=192, pingpong=True),
             AttentionSpec("bf16", 128, False, 128, True, overlap=True),
-            AttentionSpec("bf16", 64, True, 128, False, block_m=192, overlap=True)]
+            AttentionSpec("bf16", 64, True, 128, False, block_m=192, overlap=True),
+            AttentionSpec("bf16", 128, True, 128, False, ordered_epilogue=False),   # free O tiles over the mainloop's
+            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False)]
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {

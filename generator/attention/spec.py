@@ -51,6 +51,10 @@ class AttentionSpec:
     ``overlap`` (sm90a only, not with ``pingpong``): each warpgroup issues a step's QK^T and the previous
     step's PV back to back, as FA3's intra-warpgroup pipelining does.  (The softmax was meant to run
     under that PV; ptxas moves the PV's wait above it, see FaMainloop::compute.)
+
+    ``ordered_epilogue`` (sm90a only): the consumer warpgroups take turns at the epilogue, as example
+    88's kernel always has them do (see csrc/fused_gemm/attention/sm90_fmha_kernel.hpp); False lets
+    each store its O as soon as its mainloop ends.
     """
     family = "attention"
 
@@ -63,6 +67,7 @@ class AttentionSpec:
     block_m: Optional[int] = None     # None: the arch's default (see above)
     pingpong: bool = False
     overlap: bool = False
+    ordered_epilogue: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -107,6 +112,8 @@ class AttentionSpec:
             raise SpecError("sm80 attention has no ping-pong variant (example 41's warps share one tile)")
         if self.overlap:
             raise SpecError("sm80 attention has no overlapped mainloop (example 41's)")
+        if not self.ordered_epilogue:
+            raise SpecError("sm80 attention has no epilogue order to lift (example 41's warps share one tile)")
 
     @property
     def smem_bytes(self) -> int:
@@ -138,14 +145,18 @@ class AttentionSpec:
         persist = "_persist" if self.persistent else ""
         mainloop = "_pingpong" if self.pingpong else "_ovl" if self.overlap else ""
         tile = f"_bm{self.block_m}" if self.arch != "sm90a" or self.block_m != BLOCK_M else ""   # URIs as before
-        return f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}{mainloop}"
+        epilogue = "" if self.ordered_epilogue else "_freeepi"
+        return (f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}"
+                f"{mainloop}{epilogue}")
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
         return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
             g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
-            None if g["bm"] is None else int(g["bm"]), g["mainloop"] == "_pingpong", g["mainloop"] == "_ovl"))
+            None if g["bm"] is None else int(g["bm"]), g["mainloop"] == "_pingpong", g["mainloop"] == "_ovl",
+            g["freeepi"] is None))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
-                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<mainloop>_pingpong|_ovl)?$")
+                  r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<mainloop>_pingpong|_ovl)?"
+                  r"(?P<freeepi>_freeepi)?$")

@@ -1,6 +1,7 @@
 // Flash-attention forward on sm90, built on CUTLASS example 88 (examples/88_hopper_fmha, shipped in
-// the nvidia-cutlass wheel): its warp-specialized kernel, mainloop (TMA loads, wgmma QK^T and PV,
-// online softmax) and tile schedulers, with our own pieces where flash-attn's contract needs more:
+// the nvidia-cutlass wheel): its mainloop (TMA loads, wgmma QK^T and PV, online softmax) and tile
+// schedulers, run by our kernel (sm90_fmha_kernel.hpp: example 88's roles, the epilogues' order a
+// choice), with our own pieces where flash-attn's contract needs more:
 //
 //   * FaMask: any K length (the last tile masked), causal aligned bottom-right (query i of Sq sees
 //     keys j <= i + Sk - Sq, flash-attn's convention for chunked prefill), never a zero-trip tile
@@ -34,7 +35,6 @@
 
 #include "collective/fmha_collective_tma_warpspecialized.hpp"
 #include "collective/fmha_common.hpp"
-#include "kernel/fmha_kernel_tma_warpspecialized.hpp"
 #include "kernel/fmha_options.hpp"
 
 namespace fused_gemm {
@@ -467,9 +467,6 @@ struct FaEpilogue {
   struct TensorStorage {
     alignas(128) cute::uint128_t o[kRows * kChunks];
   };
-  using LoadPipeline = cutlass::PipelineTransactionAsync<1>;   // the kernel builds one; never used
-  using PipelineStorage = typename LoadPipeline::SharedStorage;
-  static constexpr int TmaTransactionBytes = 0;
 
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void * = nullptr) {
@@ -478,7 +475,7 @@ struct FaEpilogue {
 
   template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
   CUTLASS_DEVICE void operator()(TileShape const &tile, BlkCoord const &wg_coord, ResultTuple const &result,
-                                 TiledMma const &tiled_mma, ProblemShape const &, Params const &p, LoadPipeline,
+                                 TiledMma const &tiled_mma, ProblemShape const &, Params const &p,
                                  TensorStorage &storage) {
     using namespace cute;
     static_assert(int(get<0>(TileShape{})) == kRows && int(get<1>(TileShape{})) == kHeadDim, "O tile");

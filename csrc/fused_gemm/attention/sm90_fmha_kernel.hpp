@@ -1,0 +1,188 @@
+// The warp-specialized forward kernel that runs FaMainloop and FaEpilogue (sm90_fmha.hpp): the roles
+// of CUTLASS example 88's kernel (one producer warpgroup whose K/V warp and Q warp issue TMA loads,
+// 2 or 3 consumer warpgroups of 64 Q rows each), without its reducer warp (a no-op in the forward
+// pass), and with a choice example 88 does not give: whether the consumers take turns at the epilogue.
+//
+// Example 88 always orders the epilogues (its `if constexpr (kIsEpilogueLocked) ;` ends at the stray
+// semicolon): a warpgroup's epilogue waits for the previous warpgroup's, and, since the same barrier
+// orders each tile's first QK^T, the first warpgroup's next tile waits for the last one's epilogue.
+// Neither order wins everywhere (perf/sweep_attention.py --epilogues, H100 and H200): free epilogues
+// (kOrderedEpilogue false) gain 1-3.5% at D = 64 on short tiles without a mask and on long causal
+// ones, turns win 2.4-4.7% on short causal tiles at D = 64, the rest ties; so the choice is per kernel
+// (AttentionSpec.ordered_epilogue, from generator/attention/heuristics.py's table).
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/reg_reconfig.h"
+#include "cutlass/barrier.h"
+#include "cutlass/cutlass.h"
+#include "cutlass/pipeline/pipeline.hpp"
+
+namespace fused_gemm {
+
+template <class Mainloop, class Epilogue, class Scheduler, bool kPersistent, bool kOrderedEpilogue>
+struct FaKernel {
+  static constexpr int NumMmaWarpGroups = Mainloop::NumMmaWarpGroups;
+  using TileShape = typename Mainloop::TileShape;
+  using ClusterShape = typename Mainloop::ClusterShape;
+  static_assert(cute::size(ClusterShape{}) == 1, "the loads and pipelines below assume one CTA a cluster");
+
+  using PipelineQ = typename Mainloop::MainloopPipelineQ;     // one Q stage per consumer warpgroup
+  using PipelineKV = typename Mainloop::MainloopPipeline;     // the K/V ring
+  using StateQ = cutlass::PipelineState<PipelineQ::Stages>;
+  using StateKV = cutlass::PipelineState<PipelineKV::Stages>;
+  // Orders each tile's first QK^T across the consumers (and their epilogues when kOrderedEpilogue).
+  using OrderBarrier = cutlass::OrderedSequenceBarrier<2, NumMmaWarpGroups>;
+
+  // A persistent CTA's next tile loads while this one's epilogue stages O, so the O tiles need their
+  // own memory; one tile per CTA lets the epilogue reuse the mainloop's (see FaEpilogue).
+  struct TensorStruct {
+    typename Mainloop::SharedStorage mainloop;
+    typename Epilogue::TensorStorage epilogue[NumMmaWarpGroups];
+  };
+  union TensorUnion {
+    typename Mainloop::SharedStorage mainloop;
+    typename Epilogue::TensorStorage epilogue[NumMmaWarpGroups];
+  };
+  struct SharedStorage {
+    std::conditional_t<kPersistent, TensorStruct, TensorUnion> tensors;
+    alignas(16) typename PipelineKV::SharedStorage kv;
+    alignas(16) typename PipelineQ::SharedStorage q;
+    alignas(16) typename OrderBarrier::SharedStorage order;
+    alignas(16) cutlass::arch::ClusterBarrier load_warps;   // Q's first load is issued before K's
+  };
+  static constexpr int SharedStorageSize = sizeof(SharedStorage);
+
+  using ProblemShape = cute::tuple<int, int, int, int, int>;   // (B, H, Sq, Sk, D)
+  struct Arguments {
+    ProblemShape problem_size;
+    typename Mainloop::Arguments mainloop;
+    typename Epilogue::Arguments epilogue;
+    cutlass::KernelHardwareInfo hw_info;
+  };
+  struct Params {
+    ProblemShape problem_size;
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    typename Scheduler::Params scheduler;
+  };
+
+  using ArchTag = cutlass::arch::Sm90;
+  static constexpr int MinBlocksPerMultiprocessor = 1;
+  static constexpr int MaxThreadsPerBlock = (NumMmaWarpGroups + 1) * cutlass::NumThreadsPerWarpGroup;
+  // The register file split as example 88 splits it: the producers keep 24, the consumers share the rest.
+  static constexpr uint32_t kLoadRegisters = 24;
+  static constexpr uint32_t kTotalRegisters =
+      (64 * 1024 / MaxThreadsPerBlock / 8) * 8 * MaxThreadsPerBlock / cutlass::NumThreadsPerWarpGroup;
+  static constexpr uint32_t kMmaRegisters = ((kTotalRegisters - kLoadRegisters) / NumMmaWarpGroups / 8) * 8;
+
+  static bool can_implement(Arguments const &args) { return Mainloop::can_implement(args.problem_size, args.mainloop); }
+  static dim3 get_grid_shape(Params const &params) { return Scheduler::get_grid_shape(params.scheduler); }
+  static dim3 get_block_shape() { return dim3(MaxThreadsPerBlock, 1, 1); }
+
+  static Params to_underlying_arguments(Arguments const &args, void *workspace) {
+    return {args.problem_size, Mainloop::to_underlying_arguments(args.problem_size, args.mainloop, workspace),
+            Epilogue::to_underlying_arguments(args.problem_size, args.epilogue, workspace),
+            Scheduler::to_underlying_arguments(args.problem_size, args.hw_info, ClusterShape{}, TileShape{})};
+  }
+
+  CUTLASS_DEVICE void operator()(Params const &params, char *smem) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+    using namespace cute;
+    enum ProducerWarp { kLoadKV = 1, kLoadQ = 2 };
+    auto &storage = *reinterpret_cast<SharedStorage *>(smem);
+    int const warp_group = cutlass::canonical_warp_group_idx();
+    int const producer_warp = cutlass::canonical_warp_idx_sync() % cutlass::NumWarpsPerWarpGroup;
+    int const consumer = warp_group - 1;                    // -1: the producer warpgroup
+    int const lane_predicate = cute::elect_one_sync();
+
+    if (warp_group == 0 && producer_warp == 0 && lane_predicate) Mainloop::prefetch_tma_descriptors(params.mainloop);
+
+    typename PipelineQ::Params q_params;
+    q_params.transaction_bytes = Mainloop::kOuterLoadBytes;
+    q_params.is_leader = lane_predicate && warp_group == 0 && producer_warp == kLoadQ;
+    q_params.num_consumers = cutlass::NumThreadsPerWarpGroup;   // each Q stage belongs to one warpgroup
+    typename PipelineKV::Params kv_params;
+    kv_params.transaction_bytes = Mainloop::kInnerLoadBytes;
+    kv_params.is_leader = lane_predicate && warp_group == 0 && producer_warp == kLoadKV;
+    kv_params.num_consumers = NumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
+    if (warp_group == 0) {
+      q_params.role = producer_warp == kLoadQ ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::NonParticipant;
+      kv_params.role = producer_warp == kLoadKV ? PipelineKV::ThreadCategory::Producer : PipelineKV::ThreadCategory::NonParticipant;
+    } else {
+      q_params.role = PipelineQ::ThreadCategory::Consumer;
+      kv_params.role = PipelineKV::ThreadCategory::Consumer;
+    }
+    PipelineQ pipeline_q(storage.q, q_params, Shape<_1, _1, _1>{});
+    PipelineKV pipeline_kv(storage.kv, kv_params, ClusterShape{});
+
+    typename OrderBarrier::Params order_params;
+    order_params.group_id = consumer;
+    order_params.group_size = cutlass::NumThreadsPerWarpGroup;
+    OrderBarrier order(storage.order, order_params);
+
+    if (warp_group == 0 && producer_warp == 0 && lane_predicate) storage.load_warps.init(2 * cutlass::NumThreadsPerWarp);
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();   // barriers initialised and visible before anyone waits on them
+
+    Scheduler scheduler{params.scheduler};
+    Mainloop mainloop;
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<kLoadRegisters>();
+      if (producer_warp == kLoadKV) {
+        StateKV write = cutlass::make_producer_start_state<PipelineKV>();
+        StateQ unused_q = cutlass::make_producer_start_state<PipelineQ>();
+        bool first = true;
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (; scheduler.is_valid(); ++scheduler) {
+          mainloop.template load_kv_maybe_q<false>(0, scheduler.get_block_coord(), params.mainloop, params.problem_size,
+                                                   pipeline_kv, write, pipeline_q, unused_q, storage.tensors.mainloop,
+                                                   storage.load_warps, first);
+          first = false;
+        }
+      } else if (producer_warp == kLoadQ) {
+        StateQ write = cutlass::make_producer_start_state<PipelineQ>();
+        bool first = true;
+        CUTLASS_PRAGMA_NO_UNROLL
+        for (; scheduler.is_valid(); ++scheduler) {
+          mainloop.load_maybe_q(scheduler.get_block_coord(), params.mainloop, params.problem_size, pipeline_q, write,
+                                storage.tensors.mainloop, storage.load_warps, first);
+          first = false;
+        }
+      }
+      return;
+    }
+
+    cutlass::arch::warpgroup_reg_alloc<kMmaRegisters>();
+    StateKV read_kv;
+    StateQ read_q;
+    int unused_reducer = 0, unused_reducer_state = 0;   // example 88's mainloop signature; the forward pass has none
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; scheduler.is_valid(); ++scheduler) {
+      auto const blk = scheduler.get_block_coord();
+      // This warpgroup's 64 rows of the Q tile and its Q stage, with the warpgroup index a constant in
+      // each branch (as example 88 writes it): as a runtime value it cost the three-warpgroup kernels
+      // 32 bytes of spills at their 160 registers.
+      auto wg = blk;
+      get<0>(wg) = NumMmaWarpGroups * get<0>(blk);
+      for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
+        if (consumer == c) {
+          get<0>(wg) += c;
+          read_q.advance(c);
+        }
+      });
+      auto result = mainloop.compute(blk, wg, params.mainloop, params.problem_size, pipeline_kv, read_kv, pipeline_q,
+                                     read_q, unused_reducer, unused_reducer_state, storage.tensors.mainloop, order);
+      for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
+        if (consumer == c) read_q.advance(NumMmaWarpGroups - c);
+      });
+      if constexpr (kOrderedEpilogue) order.wait();
+      Epilogue{}(typename Mainloop::TileShapePV{}, wg, result, typename Mainloop::TiledMmaPV{}, params.problem_size,
+                 params.epilogue, storage.tensors.epilogue[consumer]);
+      if constexpr (kOrderedEpilogue) order.arrive();
+    }
+#endif
+  }
+};
+
+}  // namespace fused_gemm
