@@ -32,25 +32,25 @@ from fused_gemm.generator.attention import heuristics
 from bench_attention import HEADS   # perf/, beside this script
 from build_variants import load_builds
 
-# (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
+# (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue, chained tiles); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
 # head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
 def candidates(block_n=(128,), pingpong=False, dims=(128, 64), overlap=False, epilogues=False):
-    return {d: [(bm, bn, persistent, pp, ovl, ordered) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
+    return {d: [(bm, bn, persistent, pp, ovl, ordered, False) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
                 for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))
                 for ovl in ((False, True) if overlap and not pp else (False,))
                 for ordered in ((True, False) if epilogues else (True,))]
             for d in dims}
 
 
-def spec(d, causal, bm, bn, persistent, pingpong, overlap=False, ordered=True):
+def spec(d, causal, bm, bn, persistent, pingpong, overlap=False, ordered=True, chain=False):
     return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong, overlap=overlap,
-                         ordered_epilogue=ordered)
+                         ordered_epilogue=ordered, chain=chain)
 
 
-def name(bm, bn, persistent, pingpong, overlap=False, ordered=True):
+def name(bm, bn, persistent, pingpong, overlap=False, ordered=True, chain=False):
     return (f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}{'-ovl' if overlap else ''}"
-            f"{'' if ordered else '-free'}")
+            f"{'-chain' if chain else ''}{'' if ordered else '-free'}")
 
 
 def specs(configs_by_dim=None):
@@ -59,15 +59,16 @@ def specs(configs_by_dim=None):
 
 
 def table_config(d, causal, s):
-    """The table's (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue) for this row."""
+    """The table's (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue, chain) for this row."""
     picked = heuristics.pick("bf16", d, causal, s)
-    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap, picked.ordered_epilogue)
+    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap, picked.ordered_epilogue,
+            picked.chain)
 
 
 def table_configs(d, causal, s, epilogues):
     """The table's pick, and with `epilogues` the same kernel with the other epilogue order."""
     picked = table_config(d, causal, s)
-    return [picked, picked[:-1] + (not picked[-1],)] if epilogues else [picked]
+    return [picked, picked[:5] + (not picked[5], picked[6])] if epilogues else [picked]
 
 
 def main(argv=None) -> int:

@@ -256,7 +256,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     extra = [AttentionSpec("bf16", 256, True, 64),
              AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True),
              AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True),
-             AttentionSpec("bf16", 64, True, 128, persistent=True, overlap=True, ordered_epilogue=False)]
+             AttentionSpec("bf16", 64, True, 128, persistent=True, overlap=True, ordered_epilogue=False),
+             AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True, ordered_epilogue=False, chain=True)]
     for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
         source = render(spec)
@@ -264,11 +265,13 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
         assert f"_{spec.head_dim}>;" in source
         assert ("kIsMainloopLocked, true_type" in source) == spec.pingpong
         assert ("FaCausalPersistentScheduler;" in source) == (spec.persistent and spec.causal)
-        assert ("Mask, true>;" in source) == spec.overlap
+        assert ("Mask, true" in source) == spec.overlap
         assert ("/*kOrderedEpilogue=*/true>;" in source) == spec.ordered_epilogue
+        assert ("kStagesQ" in source) == spec.chain
     assert extra[2].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl"
     assert extra[1].uri == "attention_sm90a_bf16_d128_causal_bn128_persist_pingpong"
     assert extra[3].uri == "attention_sm90a_bf16_d64_causal_bn128_persist_ovl_freeepi"
+    assert extra[4].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl_chain_freeepi"
     assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
@@ -276,7 +279,9 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
                              ({"head_dim": 256, "block_n": 64, "persistent": True}, "shared memory"),
                              ({"pingpong": True, "overlap": True}, "pick one"),
                              ({"arch": "sm80", "overlap": True}, "overlapped"),
-                             ({"arch": "sm80", "ordered_epilogue": False}, "epilogue order")):
+                             ({"arch": "sm80", "ordered_epilogue": False}, "epilogue order"),
+                             ({"persistent": True, "chain": True}, "chain"),
+                             ({"head_dim": 128, "persistent": True, "overlap": True, "chain": True}, "shared memory")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
 

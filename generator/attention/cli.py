@@ -19,8 +19,11 @@ def add_arguments(g) -> None:
                    help="sm90a: a warpgroup issues a step's QK^T and the previous step's PV back to back")
     g.add_argument("--free-epilogue", action="store_true",
                    help="sm90a: consumer warpgroups store O without taking turns (example 88's kernel orders them)")
+    g.add_argument("--chain", action="store_true",
+                   help="sm90a, --persistent --overlap: a tile's first QK^T issued before the previous tile's epilogue")
 
 
 def spec_from_args(args) -> AttentionSpec:
     return AttentionSpec(args.dtype, args.head_dim, args.causal, args.block_n, args.persistent,
-                         args.attention_arch, args.block_m, args.pingpong, args.overlap, not args.free_epilogue)
+                         args.attention_arch, args.block_m, args.pingpong, args.overlap, not args.free_epilogue,
+                         args.chain)

@@ -31,8 +31,16 @@ turns; perf/sweep_attention.py --table-only --epilogues, each table kernel besid
 perf/results/h{100,200}_sweep_attention.txt): free epilogues win at D = 64 without a mask up to 2k
 (+2.2% / +1.0%; a build of example 88's kernel without the turns, +3.5% on the H100) and with 192-row
 tiles under a causal mask (one CTA per tile, 16k: +1.7% / +2.4%; persistent, 4k: -0.3% / +1.1%);
-turns win at D = 64 causal up to 2k (+2.4% / +4.7%).  D = 128 ties within run-to-run noise (1k without a mask +0.5% / 0.0%, free; 4k
--1.0% / -1.0%), and where it ties the table keeps the turns.
+turns win at D = 64 causal up to 2k (+2.4% / +4.7%).  D = 128 ties within run-to-run noise (free, without a mask: 1k +0.5% / 0.0%, 4k
+-1.0% / -1.0%; causal from 4k: -2.0% to +1.4%); there the table takes free epilogues without a mask
+up to 1k and with a causal mask from 4k on, turns elsewhere.
+
+Chained tiles (2026-11-27, `AttentionSpec(chain=True)`: each tile's first QK^T issued right after the
+previous tile's last PV, under its softmax tail and epilogue; perf/sweep_attention.py --table-only
+--variants, H100 / H200, against the rows before): D = 64 up to 2k, without a mask +0.6% / +2.3% (1k),
++1.4% / +1.1% (2k), causal (with the turns; free epilogues gain less) +1.7% / +3.2% (1k), +1.6% / +1.8%
+(2k); at 4k the 192-row kernels stay ahead (0.93-0.98x against 1.06-1.10x cuDNN).  Not at D = 128:
+a second Q stage a warpgroup does not fit beside the O tile and five K/V stages.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
@@ -46,26 +54,27 @@ from .spec import AttentionSpec
 
 ANY = 1 << 31
 FREE, TURNS = False, True            # the consumers' epilogues: free, or taking turns (example 88's way)
-Row = Tuple[int, Optional[int], int, bool, bool, bool]   # (max Sq, block_m, block_n, persistent, overlap, ordered epilogue)
+Row = Tuple[int, Optional[int], int, bool, bool, bool, bool]
+# (max Sq, block_m, block_n, persistent, overlap, ordered epilogue, chained tiles)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
-    ("sm90a", 64, False): ((2048, None, 128, True, True, FREE), (ANY, 192, 128, True, False, FREE)),
-    ("sm90a", 64, True): ((2048, None, 128, True, True, TURNS), (4096, 192, 128, True, False, FREE),
-                          (ANY, 192, 128, False, False, FREE)),
-    ("sm90a", 128, False): ((1024, None, 128, True, False, FREE), (ANY, None, 128, True, False, TURNS)),
-    ("sm90a", 128, True): ((1024, None, 128, True, True, TURNS), (ANY, None, 128, True, False, FREE)),
-    ("sm90a", 256, False): ((ANY, None, 64, False, False, TURNS),),
-    ("sm90a", 256, True): ((ANY, None, 64, False, False, TURNS),),
-    ("sm80", 64, False): ((ANY, None, 64, False, False, TURNS),),
-    ("sm80", 64, True): ((ANY, None, 64, False, False, TURNS),),
-    ("sm80", 128, False): ((ANY, None, 128, False, False, TURNS),),
-    ("sm80", 128, True): ((ANY, None, 128, False, False, TURNS),),
-    ("sm80", 256, False): ((ANY, None, 128, False, False, TURNS),),
-    ("sm80", 256, True): ((ANY, None, 128, False, False, TURNS),),
+    ("sm90a", 64, False): ((2048, None, 128, True, True, FREE, True), (ANY, 192, 128, True, False, FREE, False)),
+    ("sm90a", 64, True): ((2048, None, 128, True, True, TURNS, True), (4096, 192, 128, True, False, FREE, False),
+                          (ANY, 192, 128, False, False, FREE, False)),
+    ("sm90a", 128, False): ((1024, None, 128, True, False, FREE, False), (ANY, None, 128, True, False, TURNS, False)),
+    ("sm90a", 128, True): ((1024, None, 128, True, True, TURNS, False), (ANY, None, 128, True, False, FREE, False)),
+    ("sm90a", 256, False): ((ANY, None, 64, False, False, TURNS, False),),
+    ("sm90a", 256, True): ((ANY, None, 64, False, False, TURNS, False),),
+    ("sm80", 64, False): ((ANY, None, 64, False, False, TURNS, False),),
+    ("sm80", 64, True): ((ANY, None, 64, False, False, TURNS, False),),
+    ("sm80", 128, False): ((ANY, None, 128, False, False, TURNS, False),),
+    ("sm80", 128, True): ((ANY, None, 128, False, False, TURNS, False),),
+    ("sm80", 256, False): ((ANY, None, 128, False, False, TURNS, False),),
+    ("sm80", 256, True): ((ANY, None, 128, False, False, TURNS, False),),
 }
 
 
 def rows(head_dim: int, causal: bool, arch: str = "sm90a") -> Tuple[Row, ...]:
-    return TABLE.get((arch, head_dim, causal), ((ANY, None, 64, False, False, TURNS),))
+    return TABLE.get((arch, head_dim, causal), ((ANY, None, 64, False, False, TURNS, False),))
 
 
 def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -> int:
@@ -78,6 +87,10 @@ def row_index(head_dim: int, causal: bool, seqlen_q: int, arch: str = "sm90a") -
 def pick(dtype: str, head_dim: int, causal: bool, seqlen_q: int = ANY, arch: str = "sm90a") -> AttentionSpec:
     """The kernel for Sq (the longest sequence, for varlen) queries; an unknown head dim gets a spec
     that refuses it with a clear error."""
-    _, block_m, block_n, persistent, overlap, ordered = rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)]
+    return spec_of(dtype, head_dim, causal, rows(head_dim, causal, arch)[row_index(head_dim, causal, seqlen_q, arch)], arch)
+
+
+def spec_of(dtype: str, head_dim: int, causal: bool, row: Row, arch: str = "sm90a") -> AttentionSpec:
+    _, block_m, block_n, persistent, overlap, ordered, chain = row
     return AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap,
-                         ordered_epilogue=ordered)
+                         ordered_epilogue=ordered, chain=chain)

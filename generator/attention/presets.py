@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from .heuristics import rows
+from .heuristics import rows, spec_of
 from .spec import AttentionSpec
 
 
 def attention_specs(dtype: str = "bf16", head_dim: int = 128, arch: str = "sm90a") -> List[AttentionSpec]:
     """The kernels ``attention`` uses for this dtype and head dim (causal and not, every length)."""
-    return [AttentionSpec(dtype, head_dim, causal, block_n, persistent, arch, block_m, overlap=overlap,
-                          ordered_epilogue=ordered)
-            for causal in (False, True) for _, block_m, block_n, persistent, overlap, ordered in rows(head_dim, causal, arch)]
+    return [spec_of(dtype, head_dim, causal, row, arch) for causal in (False, True) for row in rows(head_dim, causal, arch)]
 
 
 def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
@@ -25,7 +23,7 @@ def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
 def variants() -> List[AttentionSpec]:
     """One kernel of each kind perf/sweep_attention.py weighs (the causal persistent order, the
     ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not, the epilogues
-    in turns or free):
+    in turns or free, chained tiles):
     tests/test_attention.py runs them directly on shapes the table's length rows would not send them, so that a table change never
     picks an untested kind."""
     return [AttentionSpec("bf16", 128, True, 128, True),
@@ -37,7 +35,8 @@ def variants() -> List[AttentionSpec]:
             AttentionSpec("bf16", 128, False, 128, True, overlap=True),
             AttentionSpec("bf16", 64, True, 128, False, block_m=192, overlap=True),
             AttentionSpec("bf16", 128, True, 128, False, ordered_epilogue=False),   # free O tiles over the mainloop's
-            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False)]
+            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False),
+            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False, chain=True)]
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {

@@ -55,6 +55,10 @@ class AttentionSpec:
     ``ordered_epilogue`` (sm90a only): the consumer warpgroups take turns at the epilogue, as example
     88's kernel always has them do (see csrc/fused_gemm/attention/sm90_fmha_kernel.hpp); False lets
     each store its O as soon as its mainloop ends.
+
+    ``chain`` (sm90a, persistent, overlapped mainloop): a warpgroup issues its next tile's first QK^T
+    right after this tile's last PV, so that it runs under this tile's softmax tail and epilogue; the
+    next tile's Q then needs a second Q stage per warpgroup (shared memory: D = 64 only).
     """
     family = "attention"
 
@@ -68,6 +72,7 @@ class AttentionSpec:
     pingpong: bool = False
     overlap: bool = False
     ordered_epilogue: bool = True
+    chain: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -96,6 +101,8 @@ class AttentionSpec:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
         if self.overlap and self.pingpong:
             raise SpecError("overlap and pingpong are two different mainloops: pick one")
+        if self.chain and not (self.persistent and self.overlap):
+            raise SpecError("chain (the next tile's first QK^T issued early) needs persistent=True and overlap=True")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
                             f"(Q tile, {KV_STAGES} K/V stages{', O tile' if self.persistent else ''}); "
@@ -114,12 +121,15 @@ class AttentionSpec:
             raise SpecError("sm80 attention has no overlapped mainloop (example 41's)")
         if not self.ordered_epilogue:
             raise SpecError("sm80 attention has no epilogue order to lift (example 41's warps share one tile)")
+        if self.chain:
+            raise SpecError("sm80 attention has no chained tiles (example 41 launches one CTA per tile)")
 
     @property
     def smem_bytes(self) -> int:
-        """sm90a: the Q tile, the K/V ring and the O tile the epilogue stages its stores in (16-bit
-        elements); without a persistent scheduler the O tile overlays the Q tile (the kernel's union)."""
-        q_and_o = (2 if self.persistent else 1) * self.block_m
+        """sm90a: the Q tile (two with ``chain``), the K/V ring and the O tile the epilogue stages its
+        stores in (16-bit elements); without a persistent scheduler the O tile overlays the Q tile (the
+        kernel's union)."""
+        q_and_o = ((2 if self.chain else 1) + (1 if self.persistent else 0)) * self.block_m
         return 2 * self.head_dim * (q_and_o + KV_STAGES * self.block_n)
 
     @property
@@ -146,17 +156,18 @@ class AttentionSpec:
         mainloop = "_pingpong" if self.pingpong else "_ovl" if self.overlap else ""
         tile = f"_bm{self.block_m}" if self.arch != "sm90a" or self.block_m != BLOCK_M else ""   # URIs as before
         epilogue = "" if self.ordered_epilogue else "_freeepi"
+        chain = "_chain" if self.chain else ""
         return (f"attention_{self.arch}_{self.dtype}_d{self.head_dim}{mask}{tile}_bn{self.block_n}{persist}"
-                f"{mainloop}{epilogue}")
+                f"{mainloop}{chain}{epilogue}")
 
     @classmethod
     def from_uri(cls, uri: str) -> "AttentionSpec":
         return uri_parse(cls, _URI, uri, "an attention", lambda g: cls(
             g["dtype"], int(g["d"]), g["causal"] is not None, int(g["bn"]), g["persist"] is not None, g["arch"],
             None if g["bm"] is None else int(g["bm"]), g["mainloop"] == "_pingpong", g["mainloop"] == "_ovl",
-            g["freeepi"] is None))
+            g["freeepi"] is None, g["chain"] is not None))
 
 
 _URI = re.compile(r"^attention_(?P<arch>sm\d+a?)_(?P<dtype>[a-z0-9]+)_d(?P<d>\d+)(?P<causal>_causal)?"
                   r"(?:_bm(?P<bm>\d+))?_bn(?P<bn>\d+)(?P<persist>_persist)?(?P<mainloop>_pingpong|_ovl)?"
-                  r"(?P<freeepi>_freeepi)?$")
+                  r"(?P<chain>_chain)?(?P<freeepi>_freeepi)?$")

@@ -105,7 +105,7 @@ struct FaMask {
 
 // Example 88's warp-specialized mainloop with our loads (GQA, varlen) and per-sequence problem sizes.
 // Q is loaded by its own producer warp (Option kLoadsQSeparately).  Fusion is Base's mask.
-template <class Base, class Fusion, bool kFaOverlap = false>
+template <class Base, class Fusion, bool kFaOverlap = false, bool kFaChain = false>
 struct FaMainloop : Base {
   using typename Base::Element;
   using typename Base::MainloopPipeline;
@@ -294,11 +294,76 @@ struct FaMainloop : Base {
 
   static constexpr bool kOverlap = kFaOverlap && !Base::kIsMainloopLocked;
 
+  // The chained-tiles entry (below): the kernel passes the S_0 it carries between tiles.
+  template <class BlkCoord, class ProblemShape, class OrderBarrier, class AccQK>
+  CUTLASS_DEVICE auto compute_chained(BlkCoord const &blk, BlkCoord const &wg, Params const &params,
+                                      ProblemShape const &ps_all, MainloopPipeline &pipeline,
+                                      PipelineState &smem_pipe_read, MainloopPipelineQ &pipeline_q,
+                                      PipelineStateQ &smem_pipe_read_q, SharedStorage &storage,
+                                      OrderBarrier &math_wg_order_barrier, AccQK &acc_qk, bool issue_next) {
+    return overlapped(blk, wg, params, sequence_problem(params, ps_all, blk), pipeline, smem_pipe_read, pipeline_q,
+                      smem_pipe_read_q, storage, math_wg_order_barrier, acc_qk, issue_next);
+  }
+
+  // Chained tiles (the overlapped mainloop of a persistent kernel, two Q stages per consumer warpgroup):
+  // after issuing a tile's last PV, a warpgroup issues the next tile's first QK^T, so that QK^T runs
+  // under this tile's softmax tail and epilogue instead of opening the next tile with the tensor cores
+  // idle.  The kernel carries that S_0 (acc_qk) from one tile's call to the next.
+  static constexpr bool kChain = kFaChain;
+  static_assert(!kChain || (kOverlap && Base::kIsPersistent), "chained tiles: the persistent overlapped mainloop");
+  static_assert(!kChain || Base::StagesQ::value == 2 * NumMmaWarpGroups, "chained tiles: two Q stages a warpgroup");
+
+  CUTLASS_DEVICE static auto make_acc_qk() {
+    return cute::partition_fragment_C(typename Base::TiledMmaQK{}, cute::take<0, 2>(TileShapeQK{}));
+  }
+
+  // Issues S = Q K^T from Q stage q and K stage k into acc_qk, without waiting for it.  Chained tiles
+  // issue every S_0 this way, unconditionally: a wgmma issued on one branch only makes the compiler
+  // merge its accumulators with register copies, and ptxas then waits for the wgmma at the copies.
+  template <class AccQK>
+  CUTLASS_DEVICE static void issue_qk(int q, int k, SharedStorage &storage, AccQK &acc_qk) {
+    using namespace cute;
+    typename Base::TiledMmaQK tiled_mma_qk;
+    auto thr_mma_qk = tiled_mma_qk.get_thread_slice(int(threadIdx.x));
+    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Base::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Base::SmemLayoutK{});
+    Tensor tSrQ = thr_mma_qk.make_fragment_A(thr_mma_qk.partition_A(sQ));
+    Tensor tSrK = thr_mma_qk.make_fragment_B(thr_mma_qk.partition_B(sK));
+    warpgroup_fence_operand(acc_qk);
+    warpgroup_arrive();
+    cutlass::fmha::collective::gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q), tSrK(_, _, _, k), acc_qk);
+    warpgroup_commit_batch();
+  }
+
+  // Chained tiles: the first tile's S_0, before the kernel's tile loop.
+  template <class AccQK>
+  CUTLASS_DEVICE static void issue_first_qk(MainloopPipeline &pipeline, PipelineState const &k_stage,
+                                            MainloopPipelineQ &pipeline_q, PipelineStateQ const &q_stage,
+                                            SharedStorage &storage, AccQK &acc_qk) {
+    pipeline_q.consumer_wait(q_stage);
+    pipeline.consumer_wait(k_stage);
+    issue_qk(q_stage.index(), k_stage.index(), storage, acc_qk);
+  }
+
   template <class BlkCoord, class ProblemShape, class OrderBarrier>
   CUTLASS_DEVICE auto overlapped(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
                                  MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
                                  MainloopPipelineQ &pipeline_q, PipelineStateQ &smem_pipe_read_q,
                                  SharedStorage &storage, OrderBarrier &math_wg_order_barrier) {
+    auto acc_qk = make_acc_qk();
+    return overlapped(blk, wg, params, ps, pipeline, smem_pipe_read, pipeline_q, smem_pipe_read_q, storage,
+                      math_wg_order_barrier, acc_qk, false);
+  }
+
+  // kChain: this tile's S_0 is already in acc_qk (issued by the kernel or the previous call), and this
+  // call issues the next tile's before it returns: `issue_next` (there is a next tile) or, for the
+  // CTA's last tile, a stand-in on stages this call still holds, whose result nobody reads.
+  template <class BlkCoord, class ProblemShape, class OrderBarrier, class AccQK>
+  CUTLASS_DEVICE auto overlapped(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
+                                 MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
+                                 MainloopPipelineQ &pipeline_q, PipelineStateQ &smem_pipe_read_q,
+                                 SharedStorage &storage, OrderBarrier &math_wg_order_barrier, AccQK &acc_qk,
+                                 bool issue_next) {
     using namespace cute;
     using namespace cutlass::fmha::collective;
     using TiledMmaQK = typename Base::TiledMmaQK;
@@ -324,7 +389,6 @@ struct FaMainloop : Base {
     tPcP.data() = tPcP.data() + E<0>{} * get<0>(wg) * get<0>(TileShapeQK{});
 
     Tensor acc_pv = partition_fragment_C(tiled_mma_pv, take<0, 2>(TileShapePV{}));
-    Tensor acc_qk = partition_fragment_C(tiled_mma_qk, take<0, 2>(TileShapeQK{}));
     CollectiveSoftmax<float, Fusion, Params> softmax{params};
     auto state = softmax.init(acc_pv, tiled_mma_pv);
     auto &s_max = get<0>(state);
@@ -366,14 +430,17 @@ struct FaMainloop : Base {
     PipelineStateQ const q_stage = smem_pipe_read_q;
     pipeline_q.consumer_wait(smem_pipe_read_q);
 
-    // Step 0: S_0 alone (ordered against the other warpgroup's first QK^T, as example 88 orders them).
-    pipeline.consumer_wait(smem_pipe_read);
-    math_wg_order_barrier.wait();
-    warpgroup_fence_operand(acc_qk);
-    warpgroup_arrive();
-    gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
-    warpgroup_commit_batch();
-    math_wg_order_barrier.arrive();
+    // Step 0: S_0 alone (ordered against the other warpgroup's first QK^T, as example 88 orders them),
+    // or already issued (chained tiles, not ordered).
+    if constexpr (!kChain) {
+      pipeline.consumer_wait(smem_pipe_read);
+      math_wg_order_barrier.wait();
+      warpgroup_fence_operand(acc_qk);
+      warpgroup_arrive();
+      gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
+      warpgroup_commit_batch();
+      math_wg_order_barrier.arrive();
+    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_qk);
     pipeline.consumer_release(smem_pipe_read);              // K_0
@@ -430,7 +497,21 @@ struct FaMainloop : Base {
     gemm_reset_zero_acc(tiled_mma_pv, p_prev, tOrV(_, _, _, v_stage.index()), acc_pv);
     warpgroup_commit_batch();
     if (Base::kIsPersistent) pipeline_q.consumer_release(q_stage);
-    warpgroup_wait<0>();
+    if constexpr (kChain) {
+      // The next tile's S_0: its Q is this warpgroup's other stage, its K_0 the ring's next stage.  The
+      // last tile's stand-in reads this tile's Q stage and V_last (nothing reloads them: no tile follows).
+      PipelineStateQ q_next = smem_pipe_read_q;
+      q_next.advance(NumMmaWarpGroups);
+      if (issue_next) {
+        pipeline_q.consumer_wait(q_next);
+        pipeline.consumer_wait(smem_pipe_read);
+      }
+      issue_qk(issue_next ? q_next.index() : q_stage.index(), issue_next ? smem_pipe_read.index() : v_stage.index(),
+               storage, acc_qk);
+      warpgroup_wait<1>();                                   // the PV; S_0 runs on under the tail and epilogue
+    } else {
+      warpgroup_wait<0>();
+    }
     warpgroup_fence_operand(acc_pv);
     if (Base::kIsPersistent) pipeline.consumer_release(v_stage);
     Tensor lse = softmax.tail(state, acc_pv, tiled_mma_pv);

@@ -157,6 +157,16 @@ struct FaKernel {
     StateKV read_kv;
     StateQ read_q;
     int unused_reducer = 0, unused_reducer_state = 0;   // example 88's mainloop signature; the forward pass has none
+    auto acc_qk = Mainloop::make_acc_qk();              // chained tiles: the next tile's S_0, issued early
+    if constexpr (Mainloop::kChain) {
+      if (scheduler.is_valid()) {
+        StateQ q = read_q;
+        for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
+          if (consumer == c) q.advance(c);
+        });
+        Mainloop::issue_first_qk(pipeline_kv, read_kv, pipeline_q, q, storage.tensors.mainloop, acc_qk);
+      }
+    }
     CUTLASS_PRAGMA_NO_UNROLL
     for (; scheduler.is_valid(); ++scheduler) {
       auto const blk = scheduler.get_block_coord();
@@ -171,8 +181,18 @@ struct FaKernel {
           read_q.advance(c);
         }
       });
-      auto result = mainloop.compute(blk, wg, params.mainloop, params.problem_size, pipeline_kv, read_kv, pipeline_q,
-                                     read_q, unused_reducer, unused_reducer_state, storage.tensors.mainloop, order);
+      auto result = [&] {
+        if constexpr (Mainloop::kChain) {
+          Scheduler next = scheduler;
+          ++next;
+          bool const issue_next = next.is_valid();
+          return mainloop.compute_chained(blk, wg, params.mainloop, params.problem_size, pipeline_kv, read_kv,
+                                          pipeline_q, read_q, storage.tensors.mainloop, order, acc_qk, issue_next);
+        } else {
+          return mainloop.compute(blk, wg, params.mainloop, params.problem_size, pipeline_kv, read_kv, pipeline_q,
+                                  read_q, unused_reducer, unused_reducer_state, storage.tensors.mainloop, order);
+        }
+      }();
       for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
         if (consumer == c) read_q.advance(NumMmaWarpGroups - c);
       });
@@ -181,6 +201,7 @@ struct FaKernel {
                  params.epilogue, storage.tensors.epilogue[consumer]);
       if constexpr (kOrderedEpilogue) order.arrive();
     }
+    if constexpr (Mainloop::kChain) cute::warpgroup_wait<0>();   // the last tile's stand-in S_0
 #endif
   }
 };
