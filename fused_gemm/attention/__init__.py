@@ -1,1 +1,1 @@
-"""Attention on CUTLASS's FMHA (sm90: example 88's kernel with our masks, loads and epilogue)."""
+"""Attention on CUTLASS's FMHA (sm90: example 88's mainloop with our kernel, masks, loads and epilogue)."""

@@ -10,7 +10,7 @@ def add_arguments(g) -> None:
     g.add_argument("--block-n", type=int, default=128, choices=BLOCK_N, help="keys per mainloop step")
     g.add_argument("--persistent", action="store_true", help="one CTA per SM walking the tiles (sm90a)")
     g.add_argument("--attention-arch", default="sm90a", choices=ARCHES,
-                   help="sm90a: example 88's kernel; sm80: example 41's (8.x GPUs, the fallback elsewhere)")
+                   help="sm90a: example 88's mainloop in our kernel; sm80: example 41's kernel (8.x GPUs, the fallback elsewhere)")
     g.add_argument("--block-m", type=int, choices=sorted(set(SM80_BLOCK_M + SM90_BLOCK_M)),
                    help="Q rows per CTA (default: 128 on sm90a, by head dim on sm80)")
     g.add_argument("--pingpong", action="store_true",

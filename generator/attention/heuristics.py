@@ -1,5 +1,6 @@
 """Which attention kernel serves which problem: a table, not code.  Per (arch, head dim, causal),
-rows of (largest Sq served, Q tile, K/V tile, persistent, overlapped mainloop), the first that covers
+rows of (largest Sq served, Q tile, K/V tile, persistent, overlapped mainloop, epilogues in turns, chained
+tiles), the first that covers
 Sq wins (Q tile None: the arch's default).  From perf/sweep_attention.py on an H100 and an H200 (bf16,
 B*S = 16k tokens, H = 32; perf/results/h{100,200}_sweep_attention.txt), which agree:
 
@@ -32,14 +33,14 @@ perf/results/h{100,200}_sweep_attention.txt): free epilogues win at D = 64 witho
 (+2.2% / +1.0%; a build of example 88's kernel without the turns, +3.5% on the H100) and with 192-row
 tiles under a causal mask (one CTA per tile, 16k: +1.7% / +2.4%; persistent, 4k: -0.3% / +1.1%);
 turns win at D = 64 causal up to 2k (+2.4% / +4.7%).  D = 128 ties within run-to-run noise (free, without a mask: 1k +0.5% / 0.0%, 4k
--1.0% / -1.0%; causal from 4k: -2.0% to +1.4%); there the table takes free epilogues without a mask
+-1.0% / -1.0%; causal from 4k: -1.8% to +1.4%); there the table takes free epilogues without a mask
 up to 1k and with a causal mask from 4k on, turns elsewhere.
 
 Chained tiles (2026-11-27, `AttentionSpec(chain=True)`: each tile's first QK^T issued right after the
 previous tile's last PV, under its softmax tail and epilogue; perf/sweep_attention.py --table-only
 --variants, H100 / H200, against the rows before): D = 64 up to 2k, without a mask +0.6% / +2.3% (1k),
 +1.4% / +1.1% (2k), causal (with the turns; free epilogues gain less) +1.7% / +3.2% (1k), +1.6% / +1.8%
-(2k); at 4k the 192-row kernels stay ahead (0.93-0.98x against 1.06-1.10x cuDNN).  Not at D = 128:
+(2k); at 4k the 192-row kernels stay ahead (0.92-0.99x against 1.06-1.10x cuDNN, H100).  Not at D = 128:
 a second Q stage a warpgroup does not fit beside the O tile and five K/V stages.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows

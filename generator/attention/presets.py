@@ -36,7 +36,8 @@ def variants() -> List[AttentionSpec]:
             AttentionSpec("bf16", 64, True, 128, False, block_m=192, overlap=True),
             AttentionSpec("bf16", 128, True, 128, False, ordered_epilogue=False),   # free O tiles over the mainloop's
             AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False),
-            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False, chain=True)]
+            AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False, chain=True),
+            AttentionSpec("bf16", 128, True, 128, True, pingpong=True, ordered_epilogue=False)]
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {

@@ -1,7 +1,7 @@
 """The attention family's spec: flash-attention forward, one kernel per spec, on one of two arches:
 
-  * sm90a: CUTLASS example 88's warp-specialized kernel with our masks, loads and epilogue
-    (csrc/fused_gemm/attention/sm90_fmha.hpp);
+  * sm90a: CUTLASS example 88's warp-specialized mainloop with our kernel, masks, loads and epilogue
+    (csrc/fused_gemm/attention/sm90_fmha.hpp, sm90_fmha_kernel.hpp);
   * sm80: CUTLASS example 41's (xformers') mma.sync kernel, with our per-block problem set-up
     (csrc/fused_gemm/attention_sm80/sm80_fmha.hpp): the path of compute capability 8.x GPUs, and
     the fallback that Hopper can be forced onto (FUSED_GEMM_ATTENTION_BACKEND=sm80).
@@ -101,11 +101,13 @@ class AttentionSpec:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
         if self.overlap and self.pingpong:
             raise SpecError("overlap and pingpong are two different mainloops: pick one")
-        if self.chain and not (self.persistent and self.overlap):
-            raise SpecError("chain (the next tile's first QK^T issued early) needs persistent=True and overlap=True")
+        if self.chain and not (self.persistent and self.overlap and self.block_m == BLOCK_M):
+            raise SpecError("chain (the next tile's first QK^T issued early) needs persistent=True, overlap=True "
+                            f"and the {BLOCK_M}-row Q tile")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
-                            f"(Q tile, {KV_STAGES} K/V stages{', O tile' if self.persistent else ''}); "
+                            f"({'two Q tiles (chain)' if self.chain else 'Q tile'}, {KV_STAGES} K/V stages"
+                            f"{', O tile' if self.persistent else ''}); "
                             f"an sm90 CTA has {SM90_SMEM_BYTES >> 10} KB")
 
     def _check_sm80(self) -> None:

@@ -104,7 +104,7 @@ struct FaMask {
 };
 
 // Example 88's warp-specialized mainloop with our loads (GQA, varlen) and per-sequence problem sizes.
-// Q is loaded by its own producer warp (Option kLoadsQSeparately).  Fusion is Base's mask.
+// Q is loaded by its own producer warp (our kernel's Q warp).  Fusion is Base's mask.
 template <class Base, class Fusion, bool kFaOverlap = false, bool kFaChain = false>
 struct FaMainloop : Base {
   using typename Base::Element;
@@ -233,7 +233,7 @@ struct FaMainloop : Base {
                                       MainloopPipeline &pipeline, PipelineState &smem_pipe_write,
                                       MainloopPipelineQ &, PipelineStateQ &, SharedStorage &storage,
                                       LoadWarpBarrier &load_warp_barrier, bool do_barrier) {
-    static_assert(!kLoadQ, "Q has its own producer warp (Option kLoadsQSeparately)");
+    static_assert(!kLoadQ, "Q has its own producer warp");
     using namespace cute;
     using X = Underscore;
     int const lane_predicate = cute::elect_one_sync();
@@ -318,8 +318,8 @@ struct FaMainloop : Base {
   }
 
   // Issues S = Q K^T from Q stage q and K stage k into acc_qk, without waiting for it.  Chained tiles
-  // issue every S_0 this way, unconditionally: a wgmma issued on one branch only makes the compiler
-  // merge its accumulators with register copies, and ptxas then waits for the wgmma at the copies.
+  // issue every S_0 unconditionally: a wgmma issued on one branch only made the compiler merge its
+  // accumulators with register copies, and ptxas then serialised the wgmmas (C7515).
   template <class AccQK>
   CUTLASS_DEVICE static void issue_qk(int q, int k, SharedStorage &storage, AccQK &acc_qk) {
     using namespace cute;
@@ -357,7 +357,7 @@ struct FaMainloop : Base {
 
   // kChain: this tile's S_0 is already in acc_qk (issued by the kernel or the previous call), and this
   // call issues the next tile's before it returns: `issue_next` (there is a next tile) or, for the
-  // CTA's last tile, a stand-in on stages this call still holds, whose result nobody reads.
+  // CTA's last tile, a stand-in on this tile's own Q stage and V_last, whose result nobody reads.
   template <class BlkCoord, class ProblemShape, class OrderBarrier, class AccQK>
   CUTLASS_DEVICE auto overlapped(BlkCoord const &blk, BlkCoord const &wg, Params const &params, ProblemShape const &ps,
                                  MainloopPipeline &pipeline, PipelineState &smem_pipe_read,
@@ -372,10 +372,6 @@ struct FaMainloop : Base {
 
     TiledMmaQK tiled_mma_qk;
     auto thr_mma_qk = tiled_mma_qk.get_thread_slice(thread_idx);
-    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Base::SmemLayoutQ{});
-    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Base::SmemLayoutK{});
-    Tensor tSrQ = thr_mma_qk.make_fragment_A(thr_mma_qk.partition_A(sQ));
-    Tensor tSrK = thr_mma_qk.make_fragment_B(thr_mma_qk.partition_B(sK));
     TiledMmaPV tiled_mma_pv;
     auto thr_mma_pv = tiled_mma_pv.get_thread_slice(thread_idx);
     Tensor sV = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Base::SmemLayoutV{});
@@ -435,10 +431,7 @@ struct FaMainloop : Base {
     if constexpr (!kChain) {
       pipeline.consumer_wait(smem_pipe_read);
       math_wg_order_barrier.wait();
-      warpgroup_fence_operand(acc_qk);
-      warpgroup_arrive();
-      gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
-      warpgroup_commit_batch();
+      issue_qk(q_stage.index(), smem_pipe_read.index(), storage, acc_qk);
       math_wg_order_barrier.arrive();
     }
     warpgroup_wait<0>();
@@ -455,10 +448,7 @@ struct FaMainloop : Base {
     for (int j = 1; j < trip; ++j) {
       tPcP.data() = tPcP.data() + E<1>{} * get<1>(TileShapeQK{});
       pipeline.consumer_wait(smem_pipe_read);                // K_j
-      warpgroup_fence_operand(acc_qk);
-      warpgroup_arrive();
-      gemm_zero_acc(tiled_mma_qk, tSrQ(_, _, _, q_stage.index()), tSrK(_, _, _, smem_pipe_read.index()), acc_qk);
-      warpgroup_commit_batch();
+      issue_qk(q_stage.index(), smem_pipe_read.index(), storage, acc_qk);
       pipeline.consumer_wait(v_stage);                       // V_{j-1}
       warpgroup_fence_operand(acc_pv);
       warpgroup_fence_operand(p_prev);
@@ -499,7 +489,8 @@ struct FaMainloop : Base {
     if (Base::kIsPersistent) pipeline_q.consumer_release(q_stage);
     if constexpr (kChain) {
       // The next tile's S_0: its Q is this warpgroup's other stage, its K_0 the ring's next stage.  The
-      // last tile's stand-in reads this tile's Q stage and V_last (nothing reloads them: no tile follows).
+      // last tile's stand-in reads this tile's Q stage and V_last, both released by the time it runs but
+      // never reloaded: no load follows a CTA's last tile.
       PipelineStateQ q_next = smem_pipe_read_q;
       q_next.advance(NumMmaWarpGroups);
       if (issue_next) {

@@ -4,9 +4,11 @@
 // pass), and with a choice example 88 does not give: whether the consumers take turns at the epilogue.
 //
 // Example 88 always orders the epilogues (its `if constexpr (kIsEpilogueLocked) ;` ends at the stray
-// semicolon): a warpgroup's epilogue waits for the previous warpgroup's, and, since the same barrier
-// orders each tile's first QK^T, the first warpgroup's next tile waits for the last one's epilogue.
-// Neither order wins everywhere (perf/sweep_attention.py --epilogues, H100 and H200): free epilogues
+// semicolon): a warpgroup's epilogue waits for the previous warpgroup's epilogue of the same tile, the
+// first's for the last's of the CTA's previous tile.  The same barrier (two turns a warpgroup per tile)
+// keeps a second round-robin for each tile's first QK^T; a kernel with one turn a tile (free epilogues,
+// or chained tiles with ordered ones) keeps one round-robin, in which the first warpgroup may run up to
+// two turns ahead of the last.  Neither order wins everywhere (perf/sweep_attention.py --epilogues, H100 and H200): free epilogues
 // (kOrderedEpilogue false) gain 1-3.5% at D = 64 on short tiles without a mask and on long causal
 // ones, turns win 2.4-4.7% on short causal tiles at D = 64, the rest ties; so the choice is per kernel
 // (AttentionSpec.ordered_epilogue, from generator/attention/heuristics.py's table).
@@ -14,24 +16,25 @@
 
 #include "cute/tensor.hpp"
 #include "cutlass/arch/reg_reconfig.h"
-#include "cutlass/barrier.h"
 #include "cutlass/cutlass.h"
 #include "cutlass/pipeline/pipeline.hpp"
 
 namespace fused_gemm {
 
-template <class Mainloop, class Epilogue, class Scheduler, bool kPersistent, bool kOrderedEpilogue>
+template <class Mainloop, class Epilogue, class Scheduler, bool kOrderedEpilogue>
 struct FaKernel {
+  static constexpr bool kPersistent = Mainloop::kIsPersistent;   // the mainloop releases Q stages only then
   static constexpr int NumMmaWarpGroups = Mainloop::NumMmaWarpGroups;
   using TileShape = typename Mainloop::TileShape;
   using ClusterShape = typename Mainloop::ClusterShape;
   static_assert(cute::size(ClusterShape{}) == 1, "the loads and pipelines below assume one CTA a cluster");
 
-  using PipelineQ = typename Mainloop::MainloopPipelineQ;     // one Q stage per consumer warpgroup
+  using PipelineQ = typename Mainloop::MainloopPipelineQ;     // a Q stage per consumer warpgroup (two: chained tiles)
   using PipelineKV = typename Mainloop::MainloopPipeline;     // the K/V ring
   using StateQ = cutlass::PipelineState<PipelineQ::Stages>;
   using StateKV = cutlass::PipelineState<PipelineKV::Stages>;
-  // Orders each tile's first QK^T across the consumers (and their epilogues when kOrderedEpilogue).
+  // The consumers' turns (see the top): each tile's first QK^T, unless chained, and the epilogues when
+  // kOrderedEpilogue.
   using OrderBarrier = cutlass::OrderedSequenceBarrier<2, NumMmaWarpGroups>;
 
   // A persistent CTA's next tile loads while this one's epilogue stages O, so the O tiles need their
@@ -44,12 +47,15 @@ struct FaKernel {
     typename Mainloop::SharedStorage mainloop;
     typename Epilogue::TensorStorage epilogue[NumMmaWarpGroups];
   };
+  // The overlay: warpgroup c's O tile covers Q stage c (the mainloop's storage opens with the Q stages).
+  static_assert(kPersistent || sizeof(typename Epilogue::TensorStorage) == Mainloop::kOuterLoadBytes,
+                "an O tile must cover exactly its warpgroup's Q stage");
   struct SharedStorage {
     std::conditional_t<kPersistent, TensorStruct, TensorUnion> tensors;
     alignas(16) typename PipelineKV::SharedStorage kv;
     alignas(16) typename PipelineQ::SharedStorage q;
     alignas(16) typename OrderBarrier::SharedStorage order;
-    alignas(16) cutlass::arch::ClusterBarrier load_warps;   // Q's first load is issued before K's
+    alignas(16) cutlass::arch::ClusterBarrier load_warps;   // the first Q and K_0 loads go before the rest
   };
   static constexpr int SharedStorageSize = sizeof(SharedStorage);
 
@@ -84,6 +90,16 @@ struct FaKernel {
     return {args.problem_size, Mainloop::to_underlying_arguments(args.problem_size, args.mainloop, workspace),
             Epilogue::to_underlying_arguments(args.problem_size, args.epilogue, workspace),
             Scheduler::to_underlying_arguments(args.problem_size, args.hw_info, ClusterShape{}, TileShape{})};
+  }
+
+  // Calls f(c) with this warpgroup's consumer index c as a compile-time constant, as example 88 writes
+  // its per-warpgroup offsets: used as a runtime value, the index cost the three-warpgroup kernels 32
+  // bytes of spills at their 160 registers.
+  template <class F>
+  CUTLASS_DEVICE static void with_consumer_index(int consumer, F &&f) {
+    cute::for_each(cute::make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
+      if (consumer == c) f(c);
+    });
   }
 
   CUTLASS_DEVICE void operator()(Params const &params, char *smem) {
@@ -161,25 +177,18 @@ struct FaKernel {
     if constexpr (Mainloop::kChain) {
       if (scheduler.is_valid()) {
         StateQ q = read_q;
-        for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
-          if (consumer == c) q.advance(c);
-        });
+        with_consumer_index(consumer, [&](auto c) { q.advance(c); });
         Mainloop::issue_first_qk(pipeline_kv, read_kv, pipeline_q, q, storage.tensors.mainloop, acc_qk);
       }
     }
     CUTLASS_PRAGMA_NO_UNROLL
     for (; scheduler.is_valid(); ++scheduler) {
       auto const blk = scheduler.get_block_coord();
-      // This warpgroup's 64 rows of the Q tile and its Q stage, with the warpgroup index a constant in
-      // each branch (as example 88 writes it): as a runtime value it cost the three-warpgroup kernels
-      // 32 bytes of spills at their 160 registers.
-      auto wg = blk;
+      auto wg = blk;                                            // this warpgroup's 64 rows of the Q tile
       get<0>(wg) = NumMmaWarpGroups * get<0>(blk);
-      for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
-        if (consumer == c) {
-          get<0>(wg) += c;
-          read_q.advance(c);
-        }
+      with_consumer_index(consumer, [&](auto c) {
+        get<0>(wg) += c;
+        read_q.advance(c);                                      // and its Q stage
       });
       auto result = [&] {
         if constexpr (Mainloop::kChain) {
@@ -193,9 +202,7 @@ struct FaKernel {
                                   read_q, unused_reducer, unused_reducer_state, storage.tensors.mainloop, order);
         }
       }();
-      for_each(make_int_sequence<NumMmaWarpGroups>{}, [&](auto c) {
-        if (consumer == c) read_q.advance(NumMmaWarpGroups - c);
-      });
+      with_consumer_index(consumer, [&](auto c) { read_q.advance(NumMmaWarpGroups - c); });
       if constexpr (kOrderedEpilogue) order.wait();
       Epilogue{}(typename Mainloop::TileShapePV{}, wg, result, typename Mainloop::TiledMmaPV{}, params.problem_size,
                  params.epilogue, storage.tensors.epilogue[consumer]);
