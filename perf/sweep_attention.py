@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import List
 
 import torch
 
@@ -32,43 +34,28 @@ from fused_gemm.generator.attention import heuristics
 from bench_attention import HEADS   # perf/, beside this script
 from build_variants import load_builds
 
-# (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue, chained tiles); 192-row Q tiles fit D = 64 only.  64-key tiles lost at both
-# head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
+# Every candidate at bf16: Q tile x K/V tile x persistent or not; 192-row Q tiles fit D = 64 only.  64-key tiles
+# lost at both head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
-def candidates(block_n=(128,), pingpong=False, dims=(128, 64), overlap=False, epilogues=False):
-    return {d: [(bm, bn, persistent, pp, ovl, ordered, False) for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n
-                for persistent in (False, True) for pp in ((False, True) if pingpong else (False,))
-                for ovl in ((False, True) if overlap and not pp else (False,))
-                for ordered in ((True, False) if epilogues else (True,))]
-            for d in dims}
+def candidates(d, causal, block_n=(128,), pingpong=False, overlap=False, epilogues=False) -> List[AttentionSpec]:
+    return [AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pp, overlap=ovl,
+                          ordered_epilogue=ordered)
+            for bm in ((128, 192) if d == 64 else (128,)) for bn in block_n for persistent in (False, True)
+            for pp in ((False, True) if pingpong else (False,))
+            for ovl in ((False, True) if overlap and not pp else (False,))
+            for ordered in ((True, False) if epilogues else (True,))]
 
 
-def spec(d, causal, bm, bn, persistent, pingpong, overlap=False, ordered=True, chain=False):
-    return AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pingpong, overlap=overlap,
-                         ordered_epilogue=ordered, chain=chain)
-
-
-def name(bm, bn, persistent, pingpong, overlap=False, ordered=True, chain=False):
-    return (f"{bm}x{bn}{'p' if persistent else ''}{'-pp' if pingpong else ''}{'-ovl' if overlap else ''}"
-            f"{'-chain' if chain else ''}{'' if ordered else '-free'}")
-
-
-def specs(configs_by_dim=None):
-    return [spec(d, causal, *config) for d, configs in (configs_by_dim or candidates()).items()
-            for config in configs for causal in (False, True)]
-
-
-def table_config(d, causal, s):
-    """The table's (Q tile, K/V tile, persistent, pingpong, overlap, ordered epilogue, chain) for this row."""
+def table_specs(d, causal, s, epilogues=False) -> List[AttentionSpec]:
+    """The table's kernel for this row, and with `epilogues` the same kernel with the other epilogue order."""
     picked = heuristics.pick("bf16", d, causal, s)
-    return (picked.block_m, picked.block_n, picked.persistent, False, picked.overlap, picked.ordered_epilogue,
-            picked.chain)
+    return [picked, replace(picked, ordered_epilogue=not picked.ordered_epilogue)] if epilogues else [picked]
 
 
-def table_configs(d, causal, s, epilogues):
-    """The table's pick, and with `epilogues` the same kernel with the other epilogue order."""
-    picked = table_config(d, causal, s)
-    return [picked, picked[:5] + (not picked[5], picked[6])] if epilogues else [picked]
+def name(spec: AttentionSpec) -> str:
+    return (f"{spec.block_m}x{spec.block_n}{'p' if spec.persistent else ''}{'-pp' if spec.pingpong else ''}"
+            f"{'-ovl' if spec.overlap else ''}{'-chain' if spec.chain else ''}"
+            f"{'' if spec.ordered_epilogue else '-free'}")
 
 
 def main(argv=None) -> int:
@@ -86,12 +73,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
-    configs_by_dim = candidates(tuple(args.block_n), args.pingpong, tuple(args.dims), args.overlap, args.epilogues)
-    if args.table_only:
-        configs_by_dim = {d: list(dict.fromkeys(c for s in args.s for causal in (False, True)
-                                                for c in table_configs(d, causal, s, args.epilogues)))
-                          for d in args.dims}
-    build_many(specs(configs_by_dim), progress=False)
+    def row_specs(d, causal, s):
+        if args.table_only:
+            return table_specs(d, causal, s, args.epilogues)
+        return candidates(d, causal, tuple(args.block_n), args.pingpong, args.overlap, args.epilogues)
+
+    build_many(list(dict.fromkeys(spec for d in args.dims for s in args.s for causal in (False, True)
+                                  for spec in row_specs(d, causal, s))), progress=False)
     if args.build_only:
         return 0
     variant_ops = {}
@@ -101,15 +89,15 @@ def main(argv=None) -> int:
     warm_gpu()
     rows = []
     with torch.no_grad():
-        for d, configs in configs_by_dim.items():
+        for d in args.dims:
             for s in args.s:
                 for causal in (False, True):
                     b = TOKENS // s
                     q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
                     variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
-                    for config in (table_configs(d, causal, s, args.epilogues) if args.table_only else configs):
-                        op = fused_gemm.compile(spec(d, causal, *config))
-                        variants[name(*config)] = [lambda op=op: op(q, k, v)]
+                    for spec in row_specs(d, causal, s):
+                        op = fused_gemm.compile(spec)
+                        variants[name(spec)] = [lambda op=op: op(q, k, v)]
                     for label, (spec_, op) in variant_ops.items():
                         if (spec_.head_dim, spec_.causal) == (d, causal):
                             variants[label] = [lambda op=op: op(q, k, v)]
