@@ -257,7 +257,9 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
              AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True),
              AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True),
              AttentionSpec("bf16", 64, True, 128, persistent=True, overlap=True, ordered_epilogue=False),
-             AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True, ordered_epilogue=False, chain=True)]
+             AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True, ordered_epilogue=False, chain=True),
+             AttentionSpec("bf16", 64, True, 128, block_m=64, overlap=True, ordered_epilogue=False),
+             AttentionSpec("bf16", 128, False, 128, block_m=64)]
     for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
         source = render(spec)
@@ -266,13 +268,20 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
         assert ("kIsMainloopLocked, true_type" in source) == spec.pingpong
         assert ("FaCausalPersistentScheduler;" in source) == (spec.persistent and spec.causal)
         assert ("Mask, true" in source) == spec.overlap
-        assert ("/*kOrderedEpilogue=*/true>;" in source) == spec.ordered_epilogue
+        assert ("/*kOrderedEpilogue=*/true" in source) == spec.ordered_epilogue
         assert ("kStagesQ" in source) == spec.chain
+        assert ("/*kCtasPerSm=*/2>;" in source) == (spec.block_m == 64)
+        assert ("kStagesKV, _3>" in source) == (spec.block_m == 64 and spec.head_dim == 128)
     assert extra[2].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl"
     assert extra[1].uri == "attention_sm90a_bf16_d128_causal_bn128_persist_pingpong"
     assert extra[3].uri == "attention_sm90a_bf16_d64_causal_bn128_persist_ovl_freeepi"
     assert extra[4].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl_chain_freeepi"
     assert AttentionSpec("bf16", 128, causal=True).uri == "attention_sm90a_bf16_d128_causal_bn128"
+    # Two CTAs an SM: the K/V ring shrinks to fit half the SM's shared memory (D = 128: three stages, none
+    # to spare beside a persistent kernel's own O tile).
+    assert extra[5].uri == "attention_sm90a_bf16_d64_causal_bm64_bn128_ovl_freeepi"
+    assert (extra[5].ctas_per_sm, extra[5].kv_stages, extra[6].kv_stages) == (2, 5, 3)
+    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and attention_specs("bf16", 128)[0].kv_stages == 5
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
                              ({"arch": "sm80", "pingpong": True}, "ping-pong"),
@@ -281,7 +290,10 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
                              ({"arch": "sm80", "overlap": True}, "overlapped"),
                              ({"arch": "sm80", "ordered_epilogue": False}, "epilogue order"),
                              ({"persistent": True, "chain": True}, "chain"),
-                             ({"head_dim": 128, "persistent": True, "overlap": True, "chain": True}, "shared memory")):
+                             ({"head_dim": 128, "persistent": True, "overlap": True, "chain": True}, "shared memory"),
+                             ({"block_m": 64, "pingpong": True}, "one consumer warpgroup"),
+                             ({"block_m": 64, "persistent": True}, "needs 3"),
+                             ({"block_m": 64, "head_dim": 64, "persistent": True, "overlap": True, "chain": True}, "chain")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
 
@@ -310,8 +322,8 @@ def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():
                              ({"block_n": 256}, "block_n")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(arch="sm80", **kwargs)
-    with pytest.raises(SpecError, match=r"block_m 64 is not one of \(128, 192\)"):
-        AttentionSpec(block_m=64)
+    with pytest.raises(SpecError, match=r"block_m 32 is not one of \(64, 128, 192\)"):
+        AttentionSpec(block_m=32)
     with pytest.raises(SpecError, match="block_m 192 needs head_dim 64"):
         AttentionSpec(head_dim=128, block_m=192)
     wide = AttentionSpec(head_dim=64, block_m=192)

@@ -43,6 +43,13 @@ previous tile's last PV, under its softmax tail and epilogue; perf/sweep_attenti
 (2k); at 4k the 192-row kernels stay ahead (0.92-0.99x against 1.06-1.10x cuDNN, H100).  Not at D = 128:
 a second Q stage a warpgroup does not fit beside the O tile and five K/V stages.
 
+Two CTAs an SM (2026-11-27, `block_m=64`: one consumer warpgroup a CTA, so that one CTA's tile start,
+softmax tail and epilogue run under the other's GEMMs; perf/sweep_attention.py --variants, H100): one tile
+per CTA with the overlapped mainloop wins at D = 64 causal 2k (0.99-1.01x cuDNN against 0.93-0.95x for the
+chained tiles, three runs), ties at 1k (0.90-0.92x against 0.88-0.92x) and loses at 4k (1.00-1.06x against
+1.02-1.08x for the 192-row tiles); persistent (0.85-0.88x at 1k) and at D = 128 (0.82-0.92x at 1k, three K/V
+stages) it loses.  The table takes it for D = 64 causal over 1k up to 2k.
+
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
 D = 128; at D = 256, 32x128 tiles with O accumulated in a float workspace (K/V tiles of 256 keys
@@ -59,7 +66,8 @@ Row = Tuple[int, Optional[int], int, bool, bool, bool, bool]
 # (max Sq, block_m, block_n, persistent, overlap, ordered epilogue, chained tiles)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 64, False): ((2048, None, 128, True, True, FREE, True), (ANY, 192, 128, True, False, FREE, False)),
-    ("sm90a", 64, True): ((2048, None, 128, True, True, TURNS, True), (4096, 192, 128, True, False, FREE, False),
+    ("sm90a", 64, True): ((1024, None, 128, True, True, TURNS, True), (2048, 64, 128, False, True, FREE, False),
+                          (4096, 192, 128, True, False, FREE, False),
                           (ANY, 192, 128, False, False, FREE, False)),
     ("sm90a", 128, False): ((1024, None, 128, True, False, FREE, False), (ANY, None, 128, True, False, TURNS, False)),
     ("sm90a", 128, True): ((1024, None, 128, True, True, TURNS, False), (ANY, None, 128, True, False, FREE, False)),

@@ -22,7 +22,7 @@ def _gpu_tests(arch: str = "sm90a") -> List[AttentionSpec]:
 
 def variants() -> List[AttentionSpec]:
     """One kernel of each kind perf/sweep_attention.py weighs (the causal persistent order, the
-    ping-pong softmax, the overlapped mainloop, the 192-row Q tile, persistent or not, the epilogues
+    ping-pong softmax, the overlapped mainloop, the 192- and 64-row Q tiles, persistent or not, the epilogues
     in turns or free, chained tiles):
     tests/test_attention.py runs them directly on shapes the table's length rows would not send them, so that a table change never
     picks an untested kind."""
@@ -37,7 +37,9 @@ def variants() -> List[AttentionSpec]:
             AttentionSpec("bf16", 128, True, 128, False, ordered_epilogue=False),   # free O tiles over the mainloop's
             AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False),
             AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False, chain=True),
-            AttentionSpec("bf16", 128, True, 128, True, pingpong=True, ordered_epilogue=False)]
+            AttentionSpec("bf16", 128, True, 128, True, pingpong=True, ordered_epilogue=False),
+            AttentionSpec("bf16", 64, True, 128, True, block_m=64, overlap=True, ordered_epilogue=False),   # two CTAs an SM
+            AttentionSpec("bf16", 128, False, 128, False, block_m=64)]                                      # and 3 K/V stages
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {

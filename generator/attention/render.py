@@ -12,4 +12,7 @@ def template(spec: AttentionSpec) -> str:
 
 
 def context(spec: AttentionSpec) -> Dict[str, Any]:
-    return dict(element=DTYPES[spec.dtype][0], consumers=spec.block_m // 64)   # sm90a: 64 Q rows a warpgroup
+    if spec.arch != "sm90a":
+        return dict(element=DTYPES[spec.dtype][0])
+    return dict(element=DTYPES[spec.dtype][0], consumers=spec.block_m // 64,   # 64 Q rows a warpgroup
+                kv_stages=spec.kv_stages, ctas_per_sm=spec.ctas_per_sm)

@@ -24,10 +24,12 @@ HEAD_DIMS = (64, 128, 256)
 ARCHES = ("sm90a", "sm80")
 BLOCK_N = (64, 128)
 BLOCK_M = 128                         # sm90a's default Q tile: two consumer warpgroups of 64 rows
-SM90_BLOCK_M = (128, 192)             # sm90a: 64 Q rows per consumer warpgroup; three fit registers at D = 64 only
+SM90_BLOCK_M = (64, 128, 192)         # sm90a: 64 Q rows per consumer warpgroup; three fit registers at D = 64 only
 SM80_BLOCK_M = (32, 64)               # sm80: Q rows per CTA (warps = block_m * block_n / 32^2)
 KV_STAGES = 5                         # example 88's K/V ring on sm90a (a stage holds one K or one V tile)
 SM90_SMEM_BYTES = (227 << 10) - (1 << 10)   # an sm90 CTA's shared memory, less the kernel's barriers
+# Two CTAs an SM (64-row Q tiles): each gets half of the SM's 228 KB less its 1 KB reserve, less barriers.
+SM90_PAIR_SMEM_BYTES = (113 << 10) - (1 << 9)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,9 @@ class AttentionSpec:
     CTA per SM that walks the tiles (example 88's persistent kernel; our own order under a causal
     mask), else one CTA per (Q tile, head,
     batch).  ``block_m`` is the Q tile: on sm90a 64 rows per consumer warpgroup, 128 (two, the default)
-    or 192 (three, D = 64 only: each K/V tile then feeds more rows); 32 or 64 on sm80 (default 64, and 32
+    or 192 (three, D = 64 only: each K/V tile then feeds more rows), or 64 (one, with two CTAs an SM:
+    one CTA's tile start, softmax tail and epilogue run under the other's GEMMs, where a CTA's
+    warpgroups of one tile reach them together; the K/V ring shrinks to fit, ``kv_stages``); 32 or 64 on sm80 (default 64, and 32
     for D = 256 as example 41 builds it).  On sm80 the K/V tile is also the tile of V's head dim:
     with block_n >= D, O stays in registers across K/V tiles; with block_n < D (D = 256: example
     41's warps of 32x32 cannot load a Q tile when block_n > 128) O accumulates in a float
@@ -99,6 +103,11 @@ class AttentionSpec:
                             f"consumer warpgroups), got {self.head_dim}")
         if self.head_dim == 256 and self.block_n != 64:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
+        if self.block_m == 64 and self.pingpong:
+            raise SpecError("block_m 64 has one consumer warpgroup: no ping-pong softmax")
+        if self.block_m == 64 and self.kv_stages < 3:
+            raise SpecError(f"block_m 64 (two CTAs an SM) leaves {self.kv_stages} K/V stages at head_dim "
+                            f"{self.head_dim}{' with its own O tile (persistent)' if self.persistent else ''}; it needs 3")
         if self.overlap and self.pingpong:
             raise SpecError("overlap and pingpong are two different mainloops: pick one")
         if self.chain and not (self.persistent and self.overlap and self.block_m == BLOCK_M):
@@ -106,7 +115,7 @@ class AttentionSpec:
                             f"and the {BLOCK_M}-row Q tile")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
-                            f"({'two Q tiles (chain)' if self.chain else 'Q tile'}, {KV_STAGES} K/V stages"
+                            f"({'two Q tiles (chain)' if self.chain else 'Q tile'}, {self.kv_stages} K/V stages"
                             f"{', O tile' if self.persistent else ''}); "
                             f"an sm90 CTA has {SM90_SMEM_BYTES >> 10} KB")
 
@@ -127,12 +136,28 @@ class AttentionSpec:
             raise SpecError("sm80 attention has no chained tiles (example 41 launches one CTA per tile)")
 
     @property
+    def ctas_per_sm(self) -> int:
+        """sm90a: CTAs an SM (launch bounds, register split, persistent grid): two for 64-row Q tiles."""
+        return 2 if self.block_m == 64 else 1
+
+    @property
+    def _q_and_o_bytes(self) -> int:
+        """The Q tile (two with ``chain``) and the O tile the epilogue stages its stores in (16-bit
+        elements); without a persistent scheduler the O tile overlays the Q tile (the kernel's union)."""
+        return 2 * self.head_dim * ((2 if self.chain else 1) + (1 if self.persistent else 0)) * self.block_m
+
+    @property
+    def kv_stages(self) -> int:
+        """sm90a: stages of the K/V ring (each one K or one V tile): example 88's five, or as many as
+        fit beside the Q and O tiles when two CTAs share an SM."""
+        if self.ctas_per_sm == 1:
+            return KV_STAGES
+        return min(KV_STAGES, (SM90_PAIR_SMEM_BYTES - self._q_and_o_bytes) // (2 * self.head_dim * self.block_n))
+
+    @property
     def smem_bytes(self) -> int:
-        """sm90a: the Q tile (two with ``chain``), the K/V ring and the O tile the epilogue stages its
-        stores in (16-bit elements); without a persistent scheduler the O tile overlays the Q tile (the
-        kernel's union)."""
-        q_and_o = ((2 if self.chain else 1) + (1 if self.persistent else 0)) * self.block_m
-        return 2 * self.head_dim * (q_and_o + KV_STAGES * self.block_n)
+        """sm90a: the Q and O tiles and the K/V ring."""
+        return self._q_and_o_bytes + 2 * self.head_dim * self.kv_stages * self.block_n
 
     @property
     def o_workspace(self) -> bool:

@@ -10,8 +10,9 @@
 //   * FaMainloop: a caller-given softmax scale; GQA/MQA by reading K/V head h / (Hq / Hkv) (no
 //     copy); variable-length packed batches (cu_seqlens); per-sequence lengths for the masks;
 //   * FaMainloop::overlapped: a second mainloop for short tiles, QK^T(j) and PV(j-1) issued together;
-//   * FaEpilogue: O staged in shared memory and stored as whole rows, with per-sequence bounds (any
-//     Sq, varlen), LSE only when asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q] for varlen);
+//   * FaEpilogue: O staged in shared memory and stored by TMA (a sequence's last, partial tile by the
+//     threads: any Sq, varlen), LSE only when asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q]
+//     for varlen);
 //   * FaTileScheduler: one CTA per (Q tile, head, batch), heaviest tiles first when causal;
 //   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles heaviest first, heads in
 //     L2-sized sections (example 88's persistent order serves the unmasked kernels).
@@ -89,16 +90,23 @@ struct FaMask {
     return get_trip_count(blk, tile, ps) - get_unmasked_trip_count(blk, tile, ps);
   }
 
+  // A row sees keys [0, limit(row)).  Each element's coordinate is the thread's first one plus a compile-time
+  // offset, so an element costs one compare of that constant against its row's limit less the thread's first
+  // column (a thread has two rows: the compiler keeps one limit each) and a select, one instruction fewer
+  // than comparing whole coordinates against the K tail and the diagonal apart.
   template <class AccQK, class IndexQK, class ProblemSize>
   CUTLASS_DEVICE void before_softmax(AccQK &acc, IndexQK const &index, ProblemSize const &ps) {
     int const k = cute::get<3>(ps);
     int const offset = k - cute::get<2>(ps);     // bottom-right alignment
+    auto const first = index(0);
+    int const r0 = int(cute::get<0>(first)), c0 = int(cute::get<1>(first));
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < cute::size(acc); ++i) {
-      auto const pos = index(i);
-      bool masked = int(cute::get<1>(pos)) >= k;
-      if constexpr (kCausal) masked |= int(cute::get<1>(pos)) > int(cute::get<0>(pos)) + offset;
-      if (masked) acc(i) = -INFINITY;
+      auto const d = index.layout()(i);
+      int const dr = int(cute::get<0>(d)), dc = int(cute::get<1>(d));
+      int limit = k - c0;
+      if constexpr (kCausal) limit = cute::min(limit, r0 + dr + offset + 1 - c0);
+      if (dc >= limit) acc(i) = -INFINITY;
     }
   }
 };
@@ -510,44 +518,77 @@ struct FaMainloop : Base {
   }
 };
 
-// O from the PV accumulators (already divided by the softmax sum), staged in shared memory so that
-// global memory sees whole 16-byte chunks of whole rows: the accumulator layout gives a thread two
-// columns of a row per value pair, and storing those straight from registers (4-byte stores, each
-// warp store touching 8 rows) kept the load/store unit busy for a tenth of a short tile's time.
-// Rows past the sequence's end are skipped; LSE by one thread of each row's quad.
+// O from the PV accumulators (already divided by the softmax sum), staged in shared memory in the TMA's
+// 128-byte swizzle (a warp's 4-byte stores to 8 rows land in 8 different bank groups), then stored by one
+// TMA store per warpgroup tile, which runs on while the warpgroup goes on to its next tile: storing the
+// staged rows with 16-byte stores of every thread (as before) took 9% of a causal 1k call at D = 128 and 4%
+// at D = 64 (H100, a build without those stores).  A tile that passes its sequence's end (any Sq, varlen,
+// where the TMA view's next rows are the next sequence's) is stored by the threads, whole 16-byte chunks
+// of the rows inside.  LSE by one thread of each row's quad.
 // A sequence's rows are at o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
 template <class Element, int kHeadDim>
 struct FaEpilogue {
   static constexpr int kRows = 64;                                   // a consumer warpgroup's Q rows
   static constexpr int kChunks = kHeadDim * int(sizeof(Element)) / 16;   // 16-byte chunks of a row
   static constexpr int kThreads = cutlass::NumThreadsPerWarpGroup;
-  static_assert(kChunks >= 8 && kRows * kChunks % kThreads == 0, "the swizzle spans 8 chunks of a row");
+  static_assert(kChunks % 8 == 0 && kRows * kChunks % kThreads == 0, "rows of whole 128-byte swizzle blocks");
+  using SmemLayoutO = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
+                                                   cute::Shape<cute::Int<kRows>, cute::Int<kHeadDim>>{}));
+  // O's TMA view, as Q's (see the top): rows (S, or the packed T), D, (batch extent, H); strides in elements.
+  using ViewO = cute::Layout<cute::Shape<int, cute::Int<kHeadDim>, cute::Shape<int, int>>,
+                             cute::Stride<int, cute::_1, cute::Stride<int, int>>>;
+  using TmaStoreO = decltype(cute::make_tma_copy(cute::SM90_TMA_STORE{},
+                                                 cute::make_tensor(cute::make_gmem_ptr(static_cast<Element *>(nullptr)), ViewO{}),
+                                                 SmemLayoutO{}));
 
   struct Arguments {
     Element *o;
-    int64_t o_row, o_batch, o_head;          // strides in elements; rows 16-byte aligned (Python allocates O)
+    int64_t o_row, o_batch, o_head;          // strides in elements (< 2^31); rows 16-byte aligned (Python allocates O)
     float *lse;                              // null: not written
     int64_t lse_batch, lse_head;             // rows at stride 1; varlen: start + row
     FaLengths q;
+    int rows, batch_extent;                  // O's TMA view: S and B, or the packed T and 1 (varlen)
   };
-  using Params = Arguments;
+  struct Params : Arguments {
+    TmaStoreO tma_store_o;
+  };
 
-  // One warpgroup's O tile.  Chunk c of row r sits at c ^ (r % 8): the 8 rows of a warp's 4-byte
-  // stores land in 8 different bank groups, and 8 consecutive chunks of a row still do.  Without a
-  // persistent scheduler the kernel overlays this on the mainloop's storage, where it falls on the
-  // warpgroup's own Q stage (same size): the warpgroup has read its Q by now and no one reloads it.
+  // Byte offset in SmemLayoutO of 16-byte chunk `chunk` of row `row_base + row`, where row % 8 == 0 and
+  // row_base % 8 == swizzle: 64-column (128-byte) blocks of kRows rows, a row's chunks XOR (row % 8) in each.
+  CUTLASS_DEVICE static int chunk_offset(int row, int chunk, int swizzle) {
+    return (chunk / 8) * kRows * 128 + row * 128 + ((chunk % 8) ^ swizzle) * 16;
+  }
+
+  // One warpgroup's O tile.  Without a persistent scheduler the kernel overlays it on the mainloop's
+  // storage, where it falls on the warpgroup's own Q stage (same size and layout): the warpgroup has read
+  // its Q by now and no one reloads it.
   struct TensorStorage {
-    alignas(128) cute::uint128_t o[kRows * kChunks];
+    alignas(128) cute::array_aligned<Element, cute::cosize_v<SmemLayoutO>> o;
   };
 
   template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const &, Arguments const &args, void * = nullptr) {
-    return args;
+  static Params to_underlying_arguments(ProblemShape const &ps, Arguments const &args, void * = nullptr) {
+    using namespace cute;
+    bool const varlen = args.q.cu != nullptr;
+    auto const view = make_layout(make_shape(args.rows, Int<kHeadDim>{}, make_shape(args.batch_extent, int(get<1>(ps)))),
+                                  make_stride(int(args.o_row), _1{}, make_stride(int(varlen ? args.o_row : args.o_batch),
+                                                                                  int(args.o_head))));
+    Params p;
+    static_cast<Arguments &>(p) = args;
+    p.tma_store_o = make_tma_copy(SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(args.o), view), SmemLayoutO{});
+    return p;
+  }
+
+  CUTLASS_DEVICE static void prefetch_tma_descriptor(Params const &p) { cute::prefetch_tma_descriptor(p.tma_store_o.get_tma_descriptor()); }
+
+  // The warpgroup's last TMA store has read its O tile (before the CTA exits).
+  CUTLASS_DEVICE static void drain() {
+    if (int(threadIdx.x) % kThreads == 0) cute::tma_store_wait<0>();
   }
 
   template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
   CUTLASS_DEVICE void operator()(TileShape const &tile, BlkCoord const &wg_coord, ResultTuple const &result,
-                                 TiledMma const &tiled_mma, ProblemShape const &, Params const &p,
+                                 TiledMma const &tiled_mma, ProblemShape const &ps, Params const &p,
                                  TensorStorage &storage) {
     using namespace cute;
     static_assert(int(get<0>(TileShape{})) == kRows && int(get<1>(TileShape{})) == kHeadDim, "O tile");
@@ -556,45 +597,60 @@ struct FaEpilogue {
     int const b = int(get<2, 0>(wg_coord)), h = int(get<2, 1>(wg_coord));
     FaSeq const seq = p.q.seq(b);
     bool const varlen = p.q.cu != nullptr;
-    int const row0 = int(get<0>(wg_coord)) * kRows;
+    int const m = int(get<0>(wg_coord));
+    int const row0 = m * kRows;
     int const thread = int(threadIdx.x) % kThreads;
     // One named barrier per consumer warpgroup: ids 1..3 past CUTLASS's 8 reserved ones (9..11).
     cutlass::arch::NamedBarrier const barrier(kThreads, cutlass::canonical_warp_group_idx());
 
+    Tensor sO = make_tensor(make_smem_ptr(storage.o.data()), SmemLayoutO{});
     auto thr_mma = tiled_mma.get_thread_slice(thread);
     Tensor coords = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));   // (row, col) like acc
-    // A thread's rows are equal mod 8 and its columns mod 8 (wgmma's accumulator layout): offsets
-    // from its first value are compile-time, and the swizzle is one XOR with a per-thread constant.
+    // A thread's rows are equal mod 8 and its columns start below 8 and step by 8 (wgmma's accumulator
+    // layout): each value's chunk offset is compile-time but for one XOR with a per-thread constant.
+    // (CuTe's swizzled tensor computed every address at run time and spilled at D = 128.)
     int const row_first = int(get<0>(coords(0))), col_first = int(get<1>(coords(0)));
-    int const swizzle = row_first % 8;
-    uint32_t *staged = reinterpret_cast<uint32_t *>(storage.o) + row_first * kChunks * 4 +
-                       col_first * int(sizeof(Element)) / 4;
+    char *staged = reinterpret_cast<char *>(storage.o.data()) + row_first * 128 + col_first * int(sizeof(Element));
     cutlass::NumericArrayConverter<Element, float, 2> convert;
-    barrier.sync();                                // the previous tile's reads of the staging tile are done
+    drain();                                       // the previous tile's TMA store has read the tile
+    barrier.sync();                                // and so have the previous tile's thread stores
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {       // values i, i + 1 are columns c, c + 1 of one row
-      int const row = int(get<0>(coords(i))) - row_first;
-      int const chunk = (int(get<1>(coords(i))) - col_first) * int(sizeof(Element)) / 16;
+      int const dr = int(get<0>(coords(i))) - row_first, dc = int(get<1>(coords(i))) - col_first;
       cutlass::Array<float, 2> pair;
       pair[0] = acc(i);
       pair[1] = acc(i + 1);
       cutlass::Array<Element, 2> const out = convert(pair);
-      staged[(row * kChunks + (chunk ^ swizzle)) * 4] = reinterpret_cast<uint32_t const &>(out);
+      *reinterpret_cast<uint32_t *>(staged + chunk_offset(dr, dc / 8, row_first % 8)) =
+          reinterpret_cast<uint32_t const &>(out);
     }
+    cutlass::arch::fence_view_async_shared();      // the staged tile, visible to the TMA
     barrier.sync();
 
-    // Whole rows out: a pass covers kThreads / kChunks rows; a thread keeps its chunk across passes.
-    constexpr int kRowsPerPass = kThreads / kChunks;
-    int const row_in_pass = thread / kChunks, chunk = thread % kChunks;
-    int const rows_left = seq.len - row0 - row_in_pass;          // this thread's rows still in the sequence
-    Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head +
-                 (row0 + row_in_pass) * p.o_row + chunk * (16 / int(sizeof(Element)));
-    CUTLASS_PRAGMA_UNROLL
-    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
-      int const row = pass * kRowsPerPass + row_in_pass;
-      if (pass * kRowsPerPass < rows_left) {
-        *reinterpret_cast<cute::uint128_t *>(o + pass * kRowsPerPass * p.o_row) =
-            storage.o[row * kChunks + (chunk ^ (row % 8))];
+    if (row0 + kRows <= seq.len) {
+      if (thread == 0) {
+        Tensor mO = domain_offset(make_coord(seq.row_offset, _0{}, make_coord(_0{}, _0{})),
+                                  p.tma_store_o.get_tma_tensor(make_shape(p.rows, Int<kHeadDim>{},
+                                                                          make_shape(p.batch_extent, int(get<1>(ps))))));
+        Tensor gO = local_tile(mO(_, _, make_coord(seq.batch_coord, h)), Shape<Int<kRows>, Int<kHeadDim>>{}, make_coord(m, _0{}));
+        auto tma = p.tma_store_o.get_slice(0);
+        copy(p.tma_store_o, tma.partition_S(sO), tma.partition_D(gO));
+        tma_store_arrive();
+      }
+    } else {
+      // Whole rows out: a pass covers kThreads / kChunks rows; a thread keeps its chunk across passes.
+      constexpr int kRowsPerPass = kThreads / kChunks;
+      int const row_in_pass = thread / kChunks, chunk = thread % kChunks;
+      int const rows_left = seq.len - row0 - row_in_pass;        // this thread's rows still in the sequence
+      Element *o = p.o + (varlen ? seq.row_offset * p.o_row : b * p.o_batch) + h * p.o_head +
+                   (row0 + row_in_pass) * p.o_row + chunk * (16 / int(sizeof(Element)));
+      CUTLASS_PRAGMA_UNROLL
+      for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+        if (pass * kRowsPerPass < rows_left) {
+          int const row = pass * kRowsPerPass + row_in_pass;
+          *reinterpret_cast<cute::uint128_t *>(o + pass * kRowsPerPass * p.o_row) = *reinterpret_cast<cute::uint128_t const *>(
+              reinterpret_cast<char const *>(storage.o.data()) + row * 128 + chunk_offset(0, chunk, row % 8));
+        }
       }
     }
     if (p.lse != nullptr) {
@@ -742,7 +798,7 @@ typename Kernel::Arguments fa_arguments(Problem const &p, cutlass::KernelHardwar
        varlen ? 1 : p.batch,
        varlen ? 1 : p.batch},
       {static_cast<Element *>(p.o), p.o_row, p.o_batch, p.o_head, static_cast<float *>(p.lse), p.lse_batch,
-       p.lse_head, lengths_q},
+       p.lse_head, lengths_q, varlen ? p.total_q : p.max_q, varlen ? 1 : p.batch},
       hw_info};
   return args;
 }

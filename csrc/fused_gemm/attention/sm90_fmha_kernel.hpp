@@ -21,7 +21,9 @@
 
 namespace fused_gemm {
 
-template <class Mainloop, class Epilogue, class Scheduler, bool kOrderedEpilogue>
+// kCtasPerSm: 2 for one consumer warpgroup a CTA (64-row Q tiles), so that one CTA's tile start, softmax
+// tail and epilogue run under the other's GEMMs.
+template <class Mainloop, class Epilogue, class Scheduler, bool kOrderedEpilogue, int kCtasPerSm = 1>
 struct FaKernel {
   static constexpr bool kPersistent = Mainloop::kIsPersistent;   // the mainloop releases Q stages only then
   static constexpr int NumMmaWarpGroups = Mainloop::NumMmaWarpGroups;
@@ -74,12 +76,13 @@ struct FaKernel {
   };
 
   using ArchTag = cutlass::arch::Sm90;
-  static constexpr int MinBlocksPerMultiprocessor = 1;
+  static constexpr int MinBlocksPerMultiprocessor = kCtasPerSm;
   static constexpr int MaxThreadsPerBlock = (NumMmaWarpGroups + 1) * cutlass::NumThreadsPerWarpGroup;
-  // The register file split as example 88 splits it: the producers keep 24, the consumers share the rest.
+  // The CTA's share of the register file split as example 88 splits it: the producers keep 24, the
+  // consumers share the rest.
   static constexpr uint32_t kLoadRegisters = 24;
   static constexpr uint32_t kTotalRegisters =
-      (64 * 1024 / MaxThreadsPerBlock / 8) * 8 * MaxThreadsPerBlock / cutlass::NumThreadsPerWarpGroup;
+      (64 * 1024 / kCtasPerSm / MaxThreadsPerBlock / 8) * 8 * MaxThreadsPerBlock / cutlass::NumThreadsPerWarpGroup;
   static constexpr uint32_t kMmaRegisters = ((kTotalRegisters - kLoadRegisters) / NumMmaWarpGroups / 8) * 8;
 
   static bool can_implement(Arguments const &args) { return Mainloop::can_implement(args.problem_size, args.mainloop); }
@@ -87,9 +90,15 @@ struct FaKernel {
   static dim3 get_block_shape() { return dim3(MaxThreadsPerBlock, 1, 1); }
 
   static Params to_underlying_arguments(Arguments const &args, void *workspace) {
+    cutlass::KernelHardwareInfo hw_info = args.hw_info;   // a persistent grid has kCtasPerSm CTAs an SM
+    if (kCtasPerSm > 1) {
+      if (hw_info.sm_count <= 0)
+        hw_info.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
+      hw_info.sm_count *= kCtasPerSm;
+    }
     return {args.problem_size, Mainloop::to_underlying_arguments(args.problem_size, args.mainloop, workspace),
             Epilogue::to_underlying_arguments(args.problem_size, args.epilogue, workspace),
-            Scheduler::to_underlying_arguments(args.problem_size, args.hw_info, ClusterShape{}, TileShape{})};
+            Scheduler::to_underlying_arguments(args.problem_size, hw_info, ClusterShape{}, TileShape{})};
   }
 
   // Calls f(c) with this warpgroup's consumer index c as a compile-time constant, as example 88 writes
@@ -112,7 +121,10 @@ struct FaKernel {
     int const consumer = warp_group - 1;                    // -1: the producer warpgroup
     int const lane_predicate = cute::elect_one_sync();
 
-    if (warp_group == 0 && producer_warp == 0 && lane_predicate) Mainloop::prefetch_tma_descriptors(params.mainloop);
+    if (warp_group == 0 && producer_warp == 0 && lane_predicate) {
+      Mainloop::prefetch_tma_descriptors(params.mainloop);
+      Epilogue::prefetch_tma_descriptor(params.epilogue);
+    }
 
     typename PipelineQ::Params q_params;
     q_params.transaction_bytes = Mainloop::kOuterLoadBytes;
@@ -209,6 +221,7 @@ struct FaKernel {
       if constexpr (kOrderedEpilogue) order.arrive();
     }
     if constexpr (Mainloop::kChain) cute::warpgroup_wait<0>();   // the last tile's stand-in S_0
+    Epilogue::drain();                                            // the last TMA store has read its O tile
 #endif
   }
 };
