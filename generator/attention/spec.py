@@ -138,7 +138,7 @@ class AttentionSpec:
     @property
     def ctas_per_sm(self) -> int:
         """sm90a: CTAs an SM (launch bounds, register split, persistent grid): two for 64-row Q tiles."""
-        return 2 if self.block_m == 64 else 1
+        return 2 if self.arch == "sm90a" and self.block_m == 64 else 1
 
     @property
     def _q_and_o_bytes(self) -> int:

@@ -520,11 +520,12 @@ struct FaMainloop : Base {
 
 // O from the PV accumulators (already divided by the softmax sum), staged in shared memory in the TMA's
 // 128-byte swizzle (a warp's 4-byte stores to 8 rows land in 8 different bank groups), then stored by one
-// TMA store per warpgroup tile, which runs on while the warpgroup goes on to its next tile: storing the
-// staged rows with 16-byte stores of every thread (as before) took 9% of a causal 1k call at D = 128 and 4%
-// at D = 64 (H100, a build without those stores).  A tile that passes its sequence's end (any Sq, varlen,
-// where the TMA view's next rows are the next sequence's) is stored by the threads, whole 16-byte chunks
-// of the rows inside.  LSE by one thread of each row's quad.
+// TMA store per warpgroup tile, which drains while the warpgroup goes on to its next tile.  (A build without
+// the global stores ran causal 1k calls 9% faster at D = 128 and 4% at D = 64 on an H100; the TMA store won
+// back 0-4% against 16-byte stores of every thread, same run.)  A tile that passes its sequence's end is
+// stored by the threads, whole 16-byte chunks of the rows inside: with varlen the TMA view's next rows are
+// the next sequence's (fixed-length tiles would be clipped at Sq, but take the same path).  LSE by one
+// thread of each row's quad.
 // A sequence's rows are at o + (start + row) * o_row (varlen) or o + b * o_batch + row * o_row.
 template <class Element, int kHeadDim>
 struct FaEpilogue {
@@ -561,10 +562,12 @@ struct FaEpilogue {
 
   // One warpgroup's O tile.  Without a persistent scheduler the kernel overlays it on the mainloop's
   // storage, where it falls on the warpgroup's own Q stage (same size and layout): the warpgroup has read
-  // its Q by now and no one reloads it.
-  struct TensorStorage {
-    alignas(128) cute::array_aligned<Element, cute::cosize_v<SmemLayoutO>> o;
+  // its Q by now and no one reloads it.  The TMA swizzles by address bits 7-9 where chunk_offset uses the
+  // row within the tile: tiles on 1024-byte boundaries (like the mainloop's Q/K/V tiles) agree.
+  struct alignas(1024) TensorStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutO>> o;
   };
+  static_assert(sizeof(TensorStorage) % 1024 == 0, "O tiles one after another stay on 1024-byte boundaries");
 
   template <class ProblemShape>
   static Params to_underlying_arguments(ProblemShape const &ps, Arguments const &args, void * = nullptr) {

@@ -60,6 +60,9 @@ struct FaKernel {
     alignas(16) cutlass::arch::ClusterBarrier load_warps;   // the first Q and K_0 loads go before the rest
   };
   static constexpr int SharedStorageSize = sizeof(SharedStorage);
+  // kCtasPerSm CTAs an SM: 228 KB of shared memory, 1 KB of it reserved per CTA (the spec sizes the K/V ring).
+  static_assert(kCtasPerSm * (SharedStorageSize + 1024) <= 228 * 1024, "kCtasPerSm CTAs do not fit an SM");
+  static_assert(kCtasPerSm == 1 || NumMmaWarpGroups == 1, "two CTAs an SM hold one consumer warpgroup each");
 
   using ProblemShape = cute::tuple<int, int, int, int, int>;   // (B, H, Sq, Sk, D)
   struct Arguments {
