@@ -105,7 +105,7 @@ class AttentionSpec:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
         if self.block_m == 64 and self.pingpong:
             raise SpecError("block_m 64 has one consumer warpgroup: no ping-pong softmax")
-        if self.block_m == 64 and self.kv_stages < 3:
+        if self.kv_stages < 3:                      # only two CTAs an SM shrink the ring
             raise SpecError(f"block_m 64 (two CTAs an SM) leaves {self.kv_stages} K/V stages at head_dim "
                             f"{self.head_dim}{' with its own O tile (persistent)' if self.persistent else ''}; it needs 3")
         if self.overlap and self.pingpong:
