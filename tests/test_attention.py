@@ -147,21 +147,24 @@ def test_varlen_packed_batch(causal, group):
 
 @pytest.mark.parametrize("spec", variants(), ids=lambda s: s.uri)
 def test_kernel_variants(spec, backend):
-    """Every kind of sm90a kernel the sweep weighs, table pick or not: a fixed-length GQA batch whose
-    Q tiles do not divide the length, then a varlen one (a persistent CTA walks tiles of several
-    sequences; a 192-row tile straddles a sequence's end)."""
+    """Every kind of sm90a kernel the sweep weighs, table pick or not: fixed-length GQA batches whose
+    Q tiles do not divide the length (the second with an odd count of 128-row tiles and more pairs of
+    them than CTAs: the causal persistent order's whole rounds, one-tile units and the rest), then a
+    varlen one (a persistent CTA walks tiles of several sequences; a 192-row tile straddles a
+    sequence's end)."""
     if backend != "sm90a":
         pytest.skip("sm90a kernels")
     op = fused_gemm.compile(spec)
     dtype, d, scale = torch.bfloat16, spec.head_dim, 0.2
-    q, k, v = qkv(3, 1000, 1300, 8, 2, d, dtype)
-    ptr = poisoned(q.shape, dtype)
-    o, lse = op(q, k, v, scale=scale, return_lse=True)
-    ref_o, ref_lse = reference(q, k, v, spec.causal, scale)
-    if o.data_ptr() == ptr:
-        assert not torch.isnan(o).any()
-    check(o, ref_o, dtype)
-    check_lse(lse, ref_lse)
+    for b, sq, sk, hq in ((3, 1000, 1300, 8), (12, 600, 600, 24)):
+        q, k, v = qkv(b, sq, sk, hq, hq // 4, d, dtype)
+        ptr = poisoned(q.shape, dtype)
+        o, lse = op(q, k, v, scale=scale, return_lse=True)
+        ref_o, ref_lse = reference(q, k, v, spec.causal, scale)
+        if o.data_ptr() == ptr:
+            assert not torch.isnan(o).any()
+        check(o, ref_o, dtype)
+        check_lse(lse, ref_lse)
     lengths_q, lengths_k = [1, 17, 512, 3000, 200], [1, 40, 512, 3100, 200]
     q, k, v, cu_q, cu_k = packed(lengths_q, lengths_k, 8, 2, d, dtype)
     o, _ = op(q, k, v, scale=scale, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=3000, max_seqlen_k=3100)

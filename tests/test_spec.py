@@ -259,7 +259,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
              AttentionSpec("bf16", 64, True, 128, persistent=True, overlap=True, ordered_epilogue=False),
              AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True, ordered_epilogue=False, chain=True),
              AttentionSpec("bf16", 64, True, 128, block_m=64, overlap=True, ordered_epilogue=False),
-             AttentionSpec("bf16", 128, False, 128, block_m=64)]
+             AttentionSpec("bf16", 128, False, 128, block_m=64),
+             AttentionSpec("bf16", 128, True, 128, persistent=True, overlap=True, chain=True)]
     for spec in attention_specs("fp16", 64) + extra:
         assert spec_from_uri(spec.uri) == spec
         source = render(spec)
@@ -272,6 +273,7 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
         assert ("kStagesQ" in source) == spec.chain
         assert ("/*kCtasPerSm=*/2>;" in source) == (spec.block_m == 64)
         assert ("kStagesKV, _3>" in source) == (spec.block_m == 64 and spec.head_dim == 128)
+        assert ("kStagesKV, _4>" in source) == (spec.chain and spec.head_dim == 128)
     assert extra[2].uri == "attention_sm90a_bf16_d64_bn128_persist_ovl"
     assert extra[1].uri == "attention_sm90a_bf16_d128_causal_bn128_persist_pingpong"
     assert extra[3].uri == "attention_sm90a_bf16_d64_causal_bn128_persist_ovl_freeepi"
@@ -281,7 +283,10 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     # to spare beside a persistent kernel's own O tile).
     assert extra[5].uri == "attention_sm90a_bf16_d64_causal_bm64_bn128_ovl_freeepi"
     assert (extra[5].ctas_per_sm, extra[5].kv_stages, extra[6].kv_stages) == (2, 5, 3)
-    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and attention_specs("bf16", 128)[0].kv_stages == 5
+    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and attention_specs("bf16", 128)[1].kv_stages == 5
+    # Chained tiles at D = 128: a second Q stage a warpgroup leaves room for four K/V stages.
+    assert (extra[7].uri, extra[7].kv_stages) == ("attention_sm90a_bf16_d128_causal_bn128_persist_ovl_chain", 4)
+    assert extra[7].smem_bytes <= (227 << 10) - (1 << 10) and extra[4].kv_stages == 5
     for kwargs, fragment in (({"head_dim": 96}, "head_dim"), ({"block_n": 32}, "block_n"),
                              ({"head_dim": 256, "block_n": 128}, "shared memory"), ({"dtype": "fp32"}, "dtype"),
                              ({"arch": "sm80", "pingpong": True}, "ping-pong"),
@@ -290,7 +295,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
                              ({"arch": "sm80", "overlap": True}, "overlapped"),
                              ({"arch": "sm80", "ordered_epilogue": False}, "epilogue order"),
                              ({"persistent": True, "chain": True}, "chain"),
-                             ({"head_dim": 128, "persistent": True, "overlap": True, "chain": True}, "shared memory"),
+                             ({"head_dim": 256, "block_n": 64, "persistent": True, "overlap": True, "chain": True},
+                              "needs 3"),
                              ({"block_m": 64, "pingpong": True}, "one consumer warpgroup"),
                              ({"block_m": 64, "persistent": True}, "needs 3"),
                              ({"block_m": 64, "head_dim": 64, "persistent": True, "overlap": True, "chain": True}, "chain")):

@@ -40,15 +40,28 @@ Chained tiles (2026-11-27, `AttentionSpec(chain=True)`: each tile's first QK^T i
 previous tile's last PV, under its softmax tail and epilogue; perf/sweep_attention.py --table-only
 --variants, H100 / H200, against the rows before): D = 64 up to 2k, without a mask +0.6% / +2.3% (1k),
 +1.4% / +1.1% (2k), causal (with the turns; free epilogues gain less) +1.7% / +3.2% (1k), +1.6% / +1.8%
-(2k); at 4k the 192-row kernels stay ahead (0.92-0.99x against 1.06-1.10x cuDNN, H100).  Not at D = 128:
-a second Q stage a warpgroup does not fit beside the O tile and five K/V stages.
+(2k); at 4k the 192-row kernels stay ahead (0.92-0.99x against 1.06-1.10x cuDNN, H100).  At D = 128
+a second Q stage a warpgroup does not fit beside the O tile and five K/V stages (four do: below).
 
 Two CTAs an SM (2026-11-27, `block_m=64`: one consumer warpgroup a CTA, so that one CTA's tile start,
 softmax tail and epilogue run under the other's GEMMs; perf/sweep_attention.py --variants, H100): one tile
 per CTA with the overlapped mainloop wins at D = 64 causal 2k (0.99-1.01x cuDNN against 0.93-0.95x for the
 chained tiles, three runs), ties at 1k (0.90-0.92x against 0.88-0.92x) and loses at 4k (1.00-1.06x against
 1.02-1.08x for the 192-row tiles); persistent (0.85-0.88x at 1k) and at D = 128 (0.82-0.92x at 1k, three K/V
-stages) it loses.  The table takes it for D = 64 causal over 1k up to 2k.
+stages) it loses.  The table took it for D = 64 causal over 1k up to 2k until the balanced causal
+order (below).
+
+Balanced causal order and chained tiles at D = 128 (2026-11-27, thirteenth session; perf/sweep_attention.py
+--table-only --variants, two runs on two H100s, perf/results/h100_sweep_attention.txt): the causal persistent
+kernels now take a head's Q tile rows in pairs of equal work (FaCausalPersistentScheduler).  Against the same
+kernels with the old order: D = 64 causal 1k +7% (0.94x / 0.97x cuDNN against 0.88x / 0.90x), D = 128 causal
+2k +5% / +1%, 4k and D = 64 causal 4k within +-1.5%, D = 128 causal 1k -3% / 0% (the old rounds happen to
+balance there at B = 16).  The chained tiles then also win D = 64 causal 2k (0.96x, and 1.01x for the
+half-tile softmax build below, against 0.95x / 0.98x for the 64-row tiles, which leave the table), and at D = 128 (the
+K/V ring shrunk to four stages beside the second Q stage) without a mask at 1k (1.08x against 1.02x, both
+runs); they tie at 2k and under the causal mask at 1k.  The 64-row persistent kernel, now balanced too,
+still loses at 1k (0.89x) and ties at 2k.  A softmax that skips the exponentials of a diagonal tile's right
+half where a warpgroup's rows see none of it lost 2% (0.95x against 0.97x; D = 128 -2%): dropped.
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
@@ -66,10 +79,9 @@ Row = Tuple[int, Optional[int], int, bool, bool, bool, bool]
 # (max Sq, block_m, block_n, persistent, overlap, ordered epilogue, chained tiles)
 TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 64, False): ((2048, None, 128, True, True, FREE, True), (ANY, 192, 128, True, False, FREE, False)),
-    ("sm90a", 64, True): ((1024, None, 128, True, True, TURNS, True), (2048, 64, 128, False, True, FREE, False),
-                          (4096, 192, 128, True, False, FREE, False),
+    ("sm90a", 64, True): ((2048, None, 128, True, True, TURNS, True), (4096, 192, 128, True, False, FREE, False),
                           (ANY, 192, 128, False, False, FREE, False)),
-    ("sm90a", 128, False): ((1024, None, 128, True, False, FREE, False), (ANY, None, 128, True, False, TURNS, False)),
+    ("sm90a", 128, False): ((1024, None, 128, True, True, FREE, True), (ANY, None, 128, True, False, TURNS, False)),
     ("sm90a", 128, True): ((1024, None, 128, True, True, TURNS, False), (ANY, None, 128, True, False, FREE, False)),
     ("sm90a", 256, False): ((ANY, None, 64, False, False, TURNS, False),),
     ("sm90a", 256, True): ((ANY, None, 64, False, False, TURNS, False),),

@@ -62,7 +62,8 @@ class AttentionSpec:
 
     ``chain`` (sm90a, persistent, overlapped mainloop): a warpgroup issues its next tile's first QK^T
     right after this tile's last PV, so that it runs under this tile's softmax tail and epilogue; the
-    next tile's Q then needs a second Q stage per warpgroup (shared memory: D = 64 only).
+    next tile's Q then needs a second Q stage per warpgroup (at D = 128 the K/V ring shrinks to four
+    stages to make room).
     """
     family = "attention"
 
@@ -105,9 +106,10 @@ class AttentionSpec:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
         if self.block_m == 64 and self.pingpong:
             raise SpecError("block_m 64 has one consumer warpgroup: no ping-pong softmax")
-        if self.kv_stages < 3:                      # only two CTAs an SM shrink the ring
-            raise SpecError(f"block_m 64 (two CTAs an SM) leaves {self.kv_stages} K/V stages at head_dim "
-                            f"{self.head_dim}{' with its own O tile (persistent)' if self.persistent else ''}; it needs 3")
+        if self.kv_stages < 3:                      # example 88's loop needs a K and a V stage beside the one it reads
+            raise SpecError(f"this sm90a attention kernel leaves {self.kv_stages} K/V stages at head_dim {self.head_dim} "
+                            f"({'two CTAs an SM, ' if self.ctas_per_sm > 1 else ''}{'two Q tiles (chain), ' if self.chain else ''}"
+                            f"{'its own O tile (persistent)' if self.persistent else 'the Q tile'}); it needs 3")
         if self.overlap and self.pingpong:
             raise SpecError("overlap and pingpong are two different mainloops: pick one")
         if self.chain and not (self.persistent and self.overlap and self.block_m == BLOCK_M):
@@ -115,8 +117,7 @@ class AttentionSpec:
                             f"and the {BLOCK_M}-row Q tile")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
-                            f"({'two Q tiles (chain)' if self.chain else 'Q tile'}, {self.kv_stages} K/V stages"
-                            f"{', O tile' if self.persistent else ''}); "
+                            f"(Q tile, {self.kv_stages} K/V stages{', O tile' if self.persistent else ''}); "
                             f"an sm90 CTA has {SM90_SMEM_BYTES >> 10} KB")
 
     def _check_sm80(self) -> None:
@@ -149,10 +150,12 @@ class AttentionSpec:
     @property
     def kv_stages(self) -> int:
         """sm90a: stages of the K/V ring (each one K or one V tile): example 88's five, or as many as
-        fit beside the Q and O tiles when two CTAs share an SM."""
-        if self.ctas_per_sm == 1:
+        fit beside the Q and O tiles (two CTAs an SM; chained tiles at D = 128, whose second Q stage a
+        warpgroup leaves room for four)."""
+        if self.ctas_per_sm == 1 and not self.chain:
             return KV_STAGES
-        return min(KV_STAGES, (SM90_PAIR_SMEM_BYTES - self._q_and_o_bytes) // (2 * self.head_dim * self.block_n))
+        budget = SM90_SMEM_BYTES if self.ctas_per_sm == 1 else SM90_PAIR_SMEM_BYTES
+        return min(KV_STAGES, (budget - self._q_and_o_bytes) // (2 * self.head_dim * self.block_n))
 
     @property
     def smem_bytes(self) -> int:

@@ -14,8 +14,9 @@
 //     threads: any Sq, varlen), LSE only when asked, in flash-attn's layouts ([B, Hq, Sq], or [Hq, total_q]
 //     for varlen);
 //   * FaTileScheduler: one CTA per (Q tile, head, batch), heaviest tiles first when causal;
-//   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles heaviest first, heads in
-//     L2-sized sections (example 88's persistent order serves the unmasked kernels).
+//   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles in pairs of equal work (a
+//     head's Q tile rows m and mb - 1 - m), heads in L2-sized sections (example 88's persistent order
+//     serves the unmasked kernels).
 //
 // Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
 // (T, D, (1, H)); sequence b (tokens [start, start + len)) is read with its rows offset by start.
@@ -703,26 +704,43 @@ struct FaTileScheduler {
 };
 
 // Persistent and causal: one CTA per SM walks the tiles in an order that balances the SMs and
-// keeps K/V in L2.  Example 88's persistent order (Q tile fastest, each CTA striding by the grid)
-// hands a CTA the same few tile rows again and again: with 8 Q tiles a head and 132 CTAs, CTA c
-// gets rows c % 8 and (c + 4) % 8, work 1 + 5 for some and 4 + 8 for others.  Here the heads are
-// cut into sections whose K/V fit in L2 (kL2Bytes); inside a section, the heaviest Q tile row of
-// every head comes first.  CTAs take rounds of gridDim.x tiles, every other round in reverse
-// (the heaviest tile of one round pairs with the lightest of the next).
+// keeps K/V in L2.  The K/V tiles a Q tile row m sees grow linearly with m (bottom-right causal), so
+// a head's rows m and mb - 1 - m together are the same work for every m: the CTAs take such pairs
+// (units; with an odd mb the middle row is a unit alone), one a round of gridDim.x units, and every
+// CTA's rounds weigh the same.  The units past the last whole round go out as single tiles, heaviest
+// first, every other round in reverse, so the tail is short.  The heads are cut into sections whose
+// K/V fit in L2 (kL2Bytes); a section's units go out before the next's.  (Example 88's persistent order,
+// Q tile fastest and each CTA striding by the grid, hands a CTA the same few rows again and again.
+// Rounds of single tiles, heaviest row first, had left some CTAs 10-17% more steps than others wherever
+// the rounds straddled two rows: D = 64 at 1k and 2k, D = 128 at other batch sizes.  This order ran
+// D = 64 causal 1k 7% faster on two H100s, D = 128 2k 1-5%, and D = 128 1k, where those rounds happened
+// to balance, 0-3% slower: perf/results/h100_sweep_attention.txt.)
 struct FaCausalPersistentScheduler {
   // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
   // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.
   static constexpr int64_t kL2Bytes = int64_t(24) << 20;
 
   struct Params {
-    int num_blocks, num_m_blocks, num_heads, heads_total, section_heads, grid;
+    int num_m_blocks, num_heads, heads_total, grid;
+    int last_section;                        // the index of the last section (it may hold fewer heads)
+    cutlass::FastDivmod per_section;         // units a whole section
+    cutlass::FastDivmod section_heads, last_heads;
+    int whole_rounds;                        // rounds of `grid` whole units
+    int rest_units;                          // units past them, handed out as tiles
   };
 
-  Params params;
-  int round = 0;
-  int64_t tile;                       // may pass 2^31 by up to a grid in the last round
+  // The state is two counters: a consumer warpgroup keeps them in registers through the mainloop (the
+  // params stay in the kernel's parameter space).  Slot k of this CTA: in the whole rounds, round k / 2,
+  // the unit's first tile or second; past them, index k - 2 * whole_rounds into the rest, where a CTA
+  // has at most two slots (c and 2 * grid - 1 - c: 2 * rest_units < 2 * grid).
+  Params const &params;
+  int k = 0, end;
 
-  CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) { tile = tile_of(0); }
+  CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) {
+    int const c = int(blockIdx.x), g = int(gridDim.x), rest = 2 * params.rest_units;
+    end = 2 * params.whole_rounds + (c < rest ? 1 : 0) + (2 * g - 1 - c < rest ? 1 : 0);
+    skip_holes();
+  }
 
   template <class ProblemSize, class ClusterShape, class TileShape>
   static Params to_underlying_arguments(ProblemSize const &ps, cutlass::KernelHardwareInfo hw_info,
@@ -731,34 +749,84 @@ struct FaCausalPersistentScheduler {
     int const heads = int(cute::get<0>(ps)) * int(cute::get<1>(ps));
     int64_t const kv_bytes_per_head = int64_t(cute::get<3>(ps)) * int64_t(cute::get<4>(ps)) * 2 * 2;   // K and V, 16 bit
     int const section = int(cute::max(int64_t(1), cute::min(int64_t(heads), kL2Bytes / cute::max(int64_t(1), kv_bytes_per_head))));
-    int const blocks = m_blocks * heads;
     int const sms = hw_info.sm_count > 0 ? hw_info.sm_count
                                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
-    return {blocks, m_blocks, int(cute::get<1>(ps)), heads, section, cute::min(blocks, sms)};
+    int const grid = int(cute::min(int64_t(m_blocks) * heads, int64_t(sms)));
+    int const per_head = m_blocks / 2 + (m_blocks & 1);
+    int const units = heads * per_head;      // the launcher refuses problems of 2^31 tiles or more
+    int const last = (heads - 1) / section;
+    Params p;
+    p.num_m_blocks = m_blocks;
+    p.num_heads = int(cute::get<1>(ps));
+    p.heads_total = heads;
+    p.grid = grid;
+    p.last_section = last;
+    p.per_section = cutlass::FastDivmod(section * per_head);
+    p.section_heads = cutlass::FastDivmod(section);
+    p.last_heads = cutlass::FastDivmod(heads - last * section);
+    p.whole_rounds = units / grid;
+    p.rest_units = units - p.whole_rounds * grid;
+    return p;
   }
 
   static dim3 get_grid_shape(Params const &params) { return dim3(params.grid, 1, 1); }
 
-  CUTLASS_DEVICE int64_t tile_of(int r) const {
+  // This CTA's place in round r: every other round in reverse.
+  CUTLASS_DEVICE static int slot(int r) {
     int const g = int(gridDim.x), c = int(blockIdx.x);
-    return int64_t(r) * g + ((r & 1) ? g - 1 - c : c);
+    return r * g + ((r & 1) ? g - 1 - c : c);
   }
 
-  CUTLASS_DEVICE bool is_valid() { return tile < params.num_blocks; }
+  // Tile `second` (0 or 1) of unit t: its Q tile row (-1: a one-tile unit has no second) and head.  Units
+  // go by section, then pair (heaviest row first), then head (batch-major, head fastest: GQA groups
+  // adjacent); with an odd mb, a section's one-tile units come last.
+  CUTLASS_DEVICE void tile(int t, int second, int &m, int &head) const {
+    int s, i, p, h;
+    params.per_section(s, i, t);
+    (s == params.last_section ? params.last_heads : params.section_heads)(p, h, i);
+    int const mb = params.num_m_blocks;
+    head = s * int(params.section_heads) + h;
+    m = p < mb / 2 ? (second ? p : mb - 1 - p) : (second ? -1 : p);
+  }
 
-  CUTLASS_DEVICE auto get_block_coord() {
-    int const per_section = params.section_heads * params.num_m_blocks;
-    int const s = int(tile) / per_section;
-    int const first_head = s * params.section_heads;
-    int const heads_here = cute::min(params.section_heads, params.heads_total - first_head);
-    int const i = int(tile) - s * per_section;
-    int const m = params.num_m_blocks - 1 - i / heads_here;
-    int const head = first_head + i % heads_here;          // batch-major, head fastest: GQA groups adjacent
+  // Slot k's tile.  The rest's tiles, heaviest first: the first tiles of its units, then their second
+  // tiles from the last unit back (a one-tile unit leaves a hole).
+  CUTLASS_DEVICE void tile_of(int slot_k, int &m, int &head) const {
+    int const whole = 2 * params.whole_rounds;
+    if (slot_k < whole) {
+      tile(slot(slot_k >> 1), slot_k & 1, m, head);
+    } else {
+      int const i = slot(slot_k - whole), r = params.rest_units, first = params.whole_rounds * params.grid;
+      tile(i < r ? first + i : first + 2 * r - 1 - i, i >= r, m, head);
+    }
+  }
+
+  // Holes (odd mb only) come at most three in a row: a whole round's one-tile unit, then the CTA's two
+  // slots in the rest.  A fixed count of checks keeps the code straight.
+  CUTLASS_DEVICE void skip_holes() {
+    if (params.num_m_blocks & 1) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int n = 0; n < 3; ++n) {
+        int m, head;
+        if (k < end) {
+          tile_of(k, m, head);
+          if (m < 0) ++k;
+        }
+      }
+    }
+  }
+
+  CUTLASS_DEVICE bool is_valid() const { return k < end; }
+
+  CUTLASS_DEVICE auto get_block_coord() const {
+    int m, head;
+    tile_of(k, m, head);
     return cute::make_coord(m, cute::_0{}, cute::make_coord(head / params.num_heads, head % params.num_heads));
   }
 
   CUTLASS_DEVICE FaCausalPersistentScheduler &operator++() {
-    tile = tile_of(++round);
+    ++k;
+    skip_holes();
     return *this;
   }
 };
