@@ -712,9 +712,9 @@ struct FaTileScheduler {
 // K/V fit in L2 (kL2Bytes); a section's units go out before the next's.  (Example 88's persistent order,
 // Q tile fastest and each CTA striding by the grid, hands a CTA the same few rows again and again.
 // Rounds of single tiles, heaviest row first, had left some CTAs 10-17% more steps than others wherever
-// the rounds straddled two rows: D = 64 at 1k and 2k, D = 128 at other batch sizes.  This order ran
-// D = 64 causal 1k 7% faster on two H100s, D = 128 2k 1-5%, and D = 128 1k, where those rounds happened
-// to balance, 0-3% slower: perf/results/h100_sweep_attention.txt.)
+// the rounds straddled two rows: D = 64 at 1k and 2k, D = 128 at other batch sizes; this order ran
+// D = 64 causal 1k 7% faster on an H100, D = 128 2k 5%, and D = 128 1k, where those rounds happened to
+// balance, 2-3% slower: perf/results/h100_sweep_attention.txt.)
 struct FaCausalPersistentScheduler {
   // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
   // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.
