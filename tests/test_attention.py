@@ -148,15 +148,15 @@ def test_varlen_packed_batch(causal, group):
 @pytest.mark.parametrize("spec", variants(), ids=lambda s: s.uri)
 def test_kernel_variants(spec, backend):
     """Every kind of sm90a kernel the sweep weighs, table pick or not: fixed-length GQA batches whose
-    Q tiles do not divide the length (the second with an odd count of 128-row tiles and more pairs of
-    them than CTAs: the causal persistent order's whole rounds, one-tile units and the rest), then a
-    varlen one (a persistent CTA walks tiles of several sequences; a 192-row tile straddles a
-    sequence's end)."""
+    Q tiles do not divide the length (the causal persistent order: the first takes rounds of single
+    tiles, the second pairs of rows in whole rounds, one-tile units and the rest, over several L2
+    sections, the third both by Q tile), then a varlen one (a persistent CTA walks tiles of several
+    sequences; a 192-row tile straddles a sequence's end)."""
     if backend != "sm90a":
         pytest.skip("sm90a kernels")
     op = fused_gemm.compile(spec)
     dtype, d, scale = torch.bfloat16, spec.head_dim, 0.2
-    for b, sq, sk, hq in ((3, 1000, 1300, 8), (12, 600, 600, 24)):
+    for b, sq, sk, hq in ((3, 1000, 1300, 8), (12, 600, 600, 24), (5, 900, 900, 20)):
         q, k, v = qkv(b, sq, sk, hq, hq // 4, d, dtype)
         ptr = poisoned(q.shape, dtype)
         o, lse = op(q, k, v, scale=scale, return_lse=True)

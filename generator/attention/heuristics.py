@@ -6,8 +6,8 @@ B*S = 16k tokens, H = 32; perf/results/h{100,200}_sweep_attention.txt), which ag
 
   * without a mask the persistent kernel wins (its next tile's loads overlap this one's epilogue):
     D = 128 1k 0.90-0.92x cuDNN against 0.84, 8k 1.03x against 1.01x (H100);
-  * with a causal mask, the persistent kernel in our causal order (heaviest tiles first, L2-sized head
-    sections) beats one CTA per tile at D = 128 at every length (1k 0.85-0.88x vs 0.78-0.81x, 4k
+  * with a causal mask, the persistent kernel in our causal order (then heaviest tiles first, L2-sized
+    head sections; pairs of rows of equal work since, below) beats one CTA per tile at D = 128 at every length (1k 0.85-0.88x vs 0.78-0.81x, 4k
     1.07-1.10x vs 1.00-1.04x, 16k 1.12-1.13x vs 1.06-1.10x), and at D = 64 up to 4k; from 8k on
     one CTA per tile wins at D = 64 (8k 1.10x vs 0.86x, H100);
   * at D = 64, 192-row Q tiles (three consumer warpgroups: each K/V tile feeds 50% more rows) win

@@ -39,7 +39,7 @@ def variants() -> List[AttentionSpec]:
             AttentionSpec("bf16", 64, True, 128, True, overlap=True, ordered_epilogue=False, chain=True),
             AttentionSpec("bf16", 128, True, 128, True, overlap=True, chain=True),   # four K/V stages
             AttentionSpec("bf16", 128, True, 128, True, pingpong=True, ordered_epilogue=False),
-            # two CTAs an SM: one tile a CTA, a persistent grid of 2 x SMs, and 3 K/V stages
+            # two CTAs an SM: one tile a CTA, a persistent grid of 2 x SMs, and at D = 128 3 K/V stages
             AttentionSpec("bf16", 64, True, 128, False, block_m=64, overlap=True, ordered_epilogue=False),
             AttentionSpec("bf16", 64, True, 128, True, block_m=64, overlap=True, ordered_epilogue=False),
             AttentionSpec("bf16", 128, False, 128, False, block_m=64)]

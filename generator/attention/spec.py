@@ -106,15 +106,16 @@ class AttentionSpec:
             raise SpecError("head_dim 256 needs block_n 64 (shared memory)")
         if self.block_m == 64 and self.pingpong:
             raise SpecError("block_m 64 has one consumer warpgroup: no ping-pong softmax")
-        if self.kv_stages < 3:                      # example 88's loop needs a K and a V stage beside the one it reads
-            raise SpecError(f"this sm90a attention kernel leaves {self.kv_stages} K/V stages at head_dim {self.head_dim} "
-                            f"({'two CTAs an SM, ' if self.ctas_per_sm > 1 else ''}{'two Q tiles (chain), ' if self.chain else ''}"
-                            f"{'its own O tile (persistent)' if self.persistent else 'the Q tile'}); it needs 3")
         if self.overlap and self.pingpong:
             raise SpecError("overlap and pingpong are two different mainloops: pick one")
         if self.chain and not (self.persistent and self.overlap and self.block_m == BLOCK_M):
             raise SpecError("chain (the next tile's first QK^T issued early) needs persistent=True, overlap=True "
                             f"and the {BLOCK_M}-row Q tile")
+        if self.kv_stages < 3:                      # example 88's loop needs a K and a V stage beside the one it reads
+            raise SpecError(f"this sm90a attention kernel leaves room for {self.kv_stages} K/V stage(s) at head_dim "
+                            f"{self.head_dim} ({'two CTAs an SM, ' if self.ctas_per_sm > 1 else ''}"
+                            f"{'two Q tiles (chain), ' if self.chain else ''}"
+                            f"{'its own O tile (persistent)' if self.persistent else 'the Q tile'}); it needs 3")
         if self.smem_bytes > SM90_SMEM_BYTES:
             raise SpecError(f"this sm90a attention kernel needs {self.smem_bytes >> 10} KB of shared memory "
                             f"(Q tile, {self.kv_stages} K/V stages{', O tile' if self.persistent else ''}); "

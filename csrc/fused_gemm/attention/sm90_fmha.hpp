@@ -705,16 +705,18 @@ struct FaTileScheduler {
 
 // Persistent and causal: one CTA per SM walks the tiles in an order that balances the SMs and
 // keeps K/V in L2.  The K/V tiles a Q tile row m sees grow linearly with m (bottom-right causal), so
-// a head's rows m and mb - 1 - m together are the same work for every m: the CTAs take such pairs
-// (units; with an odd mb the middle row is a unit alone), one a round of gridDim.x units, and every
+// a head's rows m and mb - 1 - m together are the same work for every m, and with an odd mb so are the
+// middle rows of two heads: the CTAs take such pairs (units), one a round of gridDim.x units, and every
 // CTA's rounds weigh the same.  The units past the last whole round go out as single tiles, heaviest
 // first, every other round in reverse, so the tail is short.  The heads are cut into sections whose
 // K/V fit in L2 (kL2Bytes); a section's units go out before the next's.  (Example 88's persistent order,
 // Q tile fastest and each CTA striding by the grid, hands a CTA the same few rows again and again.
 // Rounds of single tiles, heaviest row first, had left some CTAs 10-17% more steps than others wherever
-// the rounds straddled two rows: D = 64 at 1k and 2k, D = 128 at other batch sizes; this order ran
-// D = 64 causal 1k 7% faster on an H100, D = 128 2k 5%, and D = 128 1k, where those rounds happened to
-// balance, 2-3% slower: perf/results/h100_sweep_attention.txt.)
+// the rounds straddled two rows: D = 64 at 1k and 2k, D = 128 at other batch sizes.  This order ran
+// D = 64 causal 1k 7% faster on two H100s, and D = 128 1k, where those rounds happened to balance at
+// B = 16, 0-3% slower: perf/results/h100_sweep_attention.txt.)  Where the units make fewer than three
+// rounds, the tail (a whole unit, then a tile) outweighs the rounds' balance: such problems take rounds
+// of single tiles, heaviest row first, as before.
 struct FaCausalPersistentScheduler {
   // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
   // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.
@@ -725,21 +727,35 @@ struct FaCausalPersistentScheduler {
     int last_section;                        // the index of the last section (it may hold fewer heads)
     cutlass::FastDivmod per_section;         // units a whole section
     cutlass::FastDivmod section_heads, last_heads;
-    int whole_rounds;                        // rounds of `grid` whole units
-    int rest_units;                          // units past them, handed out as tiles
+    int whole_rounds;                        // rounds of `grid` whole units (single tiles: rounds of tiles)
+    int rest_units;                          // units past them, handed out as tiles (single tiles: tiles past them)
+    int single_tiles;                        // fewer than kMinRounds rounds of units: rounds of single tiles
   };
+  static constexpr int kMinRounds = 3;
 
-  // The state is two counters: a consumer warpgroup keeps them in registers through the mainloop (the
-  // params stay in the kernel's parameter space).  Slot k of this CTA: in the whole rounds, round k / 2,
-  // the unit's first tile or second; past them, index k - 2 * whole_rounds into the rest, where a CTA
-  // has at most two slots (c and 2 * grid - 1 - c: 2 * rest_units < 2 * grid).
+  // A section of `heads` heads: mb / 2 pairs of rows a head, and with an odd mb the middle rows two heads
+  // a unit (the last alone when `heads` is odd).
+  CUTLASS_HOST_DEVICE static int units_of(int heads, int mb) { return heads * (mb / 2) + (mb & 1) * ((heads + 1) / 2); }
+
+  // The state is one counter: a consumer warpgroup keeps it in a register through the mainloop (the
+  // params stay in the kernel's parameter space; the three-warpgroup kernels have none to spare).  Slot k
+  // of this CTA: in the whole rounds, round k / 2, the unit's first tile or second; past them, index
+  // k - 2 * whole_rounds into the rest, where a CTA has at most two slots (c and 2 * grid - 1 - c:
+  // 2 * rest_units < 2 * grid).
   Params const &params;
-  int k = 0, end;
+  int k = 0;
 
-  CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) {
-    int const c = int(blockIdx.x), g = int(gridDim.x), rest = 2 * params.rest_units;
-    end = 2 * params.whole_rounds + (c < rest ? 1 : 0) + (2 * g - 1 - c < rest ? 1 : 0);
-    skip_holes();
+  CUTLASS_DEVICE FaCausalPersistentScheduler(Params const &p) : params(p) { skip_holes(); }
+
+  // This CTA's slot count.
+  CUTLASS_DEVICE int end() const {
+    int const c = int(blockIdx.x), g = int(gridDim.x);
+    if (params.single_tiles) {
+      int const r = params.whole_rounds;
+      return r + (((r & 1) ? g - 1 - c : c) < params.rest_units ? 1 : 0);
+    }
+    int const rest = 2 * params.rest_units;
+    return 2 * params.whole_rounds + (c < rest ? 1 : 0) + (2 * g - 1 - c < rest ? 1 : 0);
   }
 
   template <class ProblemSize, class ClusterShape, class TileShape>
@@ -752,20 +768,23 @@ struct FaCausalPersistentScheduler {
     int const sms = hw_info.sm_count > 0 ? hw_info.sm_count
                                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
     int const grid = int(cute::min(int64_t(m_blocks) * heads, int64_t(sms)));
-    int const per_head = m_blocks / 2 + (m_blocks & 1);
-    int const units = heads * per_head;      // the launcher refuses problems of 2^31 tiles or more
     int const last = (heads - 1) / section;
+    int const units = last * units_of(section, m_blocks) + units_of(heads - last * section, m_blocks);   // < 2^31:
+    // the launcher refuses problems of 2^31 tiles or more
+    bool const single_tiles = units / grid < kMinRounds;
+    int const items = single_tiles ? m_blocks * heads : units;
     Params p;
     p.num_m_blocks = m_blocks;
     p.num_heads = int(cute::get<1>(ps));
     p.heads_total = heads;
     p.grid = grid;
     p.last_section = last;
-    p.per_section = cutlass::FastDivmod(section * per_head);
+    p.per_section = cutlass::FastDivmod(single_tiles ? section * m_blocks : units_of(section, m_blocks));
     p.section_heads = cutlass::FastDivmod(section);
     p.last_heads = cutlass::FastDivmod(heads - last * section);
-    p.whole_rounds = units / grid;
-    p.rest_units = units - p.whole_rounds * grid;
+    p.whole_rounds = items / grid;
+    p.rest_units = items - p.whole_rounds * grid;
+    p.single_tiles = single_tiles;
     return p;
   }
 
@@ -779,19 +798,34 @@ struct FaCausalPersistentScheduler {
 
   // Tile `second` (0 or 1) of unit t: its Q tile row (-1: a one-tile unit has no second) and head.  Units
   // go by section, then pair (heaviest row first), then head (batch-major, head fastest: GQA groups
-  // adjacent); with an odd mb, a section's one-tile units come last.
+  // adjacent); with an odd mb, a section's units of two middle rows come last.
+  // Single tiles: tile t by section, then row (heaviest first), then head.
   CUTLASS_DEVICE void tile(int t, int second, int &m, int &head) const {
-    int s, i, p, h;
+    int s, i;
     params.per_section(s, i, t);
-    (s == params.last_section ? params.last_heads : params.section_heads)(p, h, i);
-    int const mb = params.num_m_blocks;
-    head = s * int(params.section_heads) + h;
-    m = p < mb / 2 ? (second ? p : mb - 1 - p) : (second ? -1 : p);
+    bool const last = s == params.last_section;
+    int const here = last ? int(params.last_heads) : int(params.section_heads);
+    int const mb = params.num_m_blocks, pairs = params.single_tiles ? mb : mb / 2;
+    head = s * int(params.section_heads);
+    if (i < here * pairs) {
+      int p, h;
+      (last ? params.last_heads : params.section_heads)(p, h, i);
+      head += h;
+      m = second ? p : mb - 1 - p;
+    } else {
+      int const h = 2 * (i - here * pairs) + second;
+      head += h;
+      m = h < here ? pairs : -1;
+    }
   }
 
   // Slot k's tile.  The rest's tiles, heaviest first: the first tiles of its units, then their second
   // tiles from the last unit back (a one-tile unit leaves a hole).
   CUTLASS_DEVICE void tile_of(int slot_k, int &m, int &head) const {
+    if (params.single_tiles) {
+      tile(slot(slot_k), 0, m, head);
+      return;
+    }
     int const whole = 2 * params.whole_rounds;
     if (slot_k < whole) {
       tile(slot(slot_k >> 1), slot_k & 1, m, head);
@@ -804,11 +838,11 @@ struct FaCausalPersistentScheduler {
   // Holes (odd mb only) come at most three in a row: a whole round's one-tile unit, then the CTA's two
   // slots in the rest.  A fixed count of checks keeps the code straight.
   CUTLASS_DEVICE void skip_holes() {
-    if (params.num_m_blocks & 1) {
+    if ((params.num_m_blocks & 1) && !params.single_tiles) {
       CUTLASS_PRAGMA_UNROLL
       for (int n = 0; n < 3; ++n) {
         int m, head;
-        if (k < end) {
+        if (k < end()) {
           tile_of(k, m, head);
           if (m < 0) ++k;
         }
@@ -816,7 +850,7 @@ struct FaCausalPersistentScheduler {
     }
   }
 
-  CUTLASS_DEVICE bool is_valid() const { return k < end; }
+  CUTLASS_DEVICE bool is_valid() const { return k < end(); }
 
   CUTLASS_DEVICE auto get_block_coord() const {
     int m, head;
