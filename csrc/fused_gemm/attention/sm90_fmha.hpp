@@ -719,8 +719,13 @@ struct FaTileScheduler {
 // of single tiles, heaviest row first, as before.
 struct FaCausalPersistentScheduler {
   // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
-  // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.
+  // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.  Pairs of
+  // rows take sections of at most kMaxSectionHeads heads, so that short sequences' sections keep many
+  // CTAs on each head at once: at 1k-2k, sections of 16-32 heads ran 3-7% faster than the 48-96 that
+  // fit 24 MB, and from 4k on sections under 24 MB lost 1-4% (H100, perf/results/h100_sweep_attention.txt,
+  // runs C and D).
   static constexpr int64_t kL2Bytes = int64_t(24) << 20;
+  static constexpr int64_t kMaxSectionHeads = 32;
 
   struct Params {
     int num_m_blocks, num_heads, heads_total, grid;
@@ -764,15 +769,20 @@ struct FaCausalPersistentScheduler {
     int const m_blocks = cute::ceil_div(int(cute::get<2>(ps)), int(cute::get<0>(tile)));
     int const heads = int(cute::get<0>(ps)) * int(cute::get<1>(ps));
     int64_t const kv_bytes_per_head = int64_t(cute::get<3>(ps)) * int64_t(cute::get<4>(ps)) * 2 * 2;   // K and V, 16 bit
-    int const section = int(cute::max(int64_t(1), cute::min(int64_t(heads), kL2Bytes / cute::max(int64_t(1), kv_bytes_per_head))));
+    int const fit = int(cute::max(int64_t(1), cute::min(int64_t(heads), kL2Bytes / cute::max(int64_t(1), kv_bytes_per_head))));
+    int section = cute::min(fit, int(kMaxSectionHeads));
     int const sms = hw_info.sm_count > 0 ? hw_info.sm_count
                                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
     int const grid = int(cute::min(int64_t(m_blocks) * heads, int64_t(sms)));
-    int const last = (heads - 1) / section;
+    int last = (heads - 1) / section;
     int const units = last * units_of(section, m_blocks) + units_of(heads - last * section, m_blocks);   // < 2^31:
     // the launcher refuses problems of 2^31 tiles or more
     bool const single_tiles = units / grid < kMinRounds;
     int const items = single_tiles ? m_blocks * heads : units;
+    if (single_tiles) {   // the order as before, sections as large as L2 allows
+      section = fit;
+      last = (heads - 1) / section;
+    }
     Params p;
     p.num_m_blocks = m_blocks;
     p.num_heads = int(cute::get<1>(ps));
