@@ -149,14 +149,15 @@ def test_varlen_packed_batch(causal, group):
 def test_kernel_variants(spec, backend):
     """Every kind of sm90a kernel the sweep weighs, table pick or not: fixed-length GQA batches whose
     Q tiles do not divide the length (the causal persistent order: the first takes rounds of single
-    tiles, the second pairs of rows in whole rounds, one-tile units and the rest, over several L2
-    sections, the third both by Q tile), then a varlen one (a persistent CTA walks tiles of several
-    sequences; a 192-row tile straddles a sequence's end)."""
+    tiles, the second pairs of rows in whole rounds and the rest over several L2 sections, the third
+    both by Q tile, the fourth, an odd head count, a last section ending with a lone middle row), then
+    a varlen one (a persistent CTA walks tiles of several sequences; a 192-row tile straddles a
+    sequence's end)."""
     if backend != "sm90a":
         pytest.skip("sm90a kernels")
     op = fused_gemm.compile(spec)
     dtype, d, scale = torch.bfloat16, spec.head_dim, 0.2
-    for b, sq, sk, hq in ((3, 1000, 1300, 8), (12, 600, 600, 24), (5, 900, 900, 20)):
+    for b, sq, sk, hq in ((3, 1000, 1300, 8), (12, 600, 600, 24), (5, 900, 900, 20), (33, 600, 600, 5)):
         q, k, v = qkv(b, sq, sk, hq, hq // 4, d, dtype)
         ptr = poisoned(q.shape, dtype)
         o, lse = op(q, k, v, scale=scale, return_lse=True)

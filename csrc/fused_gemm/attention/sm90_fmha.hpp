@@ -15,8 +15,8 @@
 //     for varlen);
 //   * FaTileScheduler: one CTA per (Q tile, head, batch), heaviest tiles first when causal;
 //   * FaCausalPersistentScheduler: one CTA per SM walking causal tiles in pairs of equal work (a
-//     head's Q tile rows m and mb - 1 - m), heads in L2-sized sections (example 88's persistent order
-//     serves the unmasked kernels).
+//     head's Q tile rows m and mb - 1 - m; single tiles, heaviest first, where pairs make few rounds),
+//     heads in L2-sized sections (example 88's persistent order serves the unmasked kernels).
 //
 // Variable length without padding.  A packed tensor [T, H, D] is viewed by TMA as rows
 // (T, D, (1, H)); sequence b (tokens [start, start + len)) is read with its rows offset by start.
@@ -721,9 +721,9 @@ struct FaCausalPersistentScheduler {
   // About half an H100's L2: the K/V of a section.  Sized per Q head (the problem size has no K/V head
   // count), so with GQA a section's K/V take 1 / group of it: smaller sections, same order.  Pairs of
   // rows take sections of at most kMaxSectionHeads heads, so that short sequences' sections keep many
-  // CTAs on each head at once: at 1k-2k, sections of 16-32 heads ran 3-7% faster than the 48-96 that
-  // fit 24 MB, and from 4k on sections under 24 MB lost 1-4% (H100, perf/results/h100_sweep_attention.txt,
-  // runs C and D).
+  // CTAs on each head at once: at 1k-2k, sections of 16-32 heads ran up to 7% faster than the 48-96 that
+  // fit 24 MB (D = 128 causal 1k), and from 4k on sections under 24 MB lost 1-4% (H100,
+  // perf/results/h100_sweep_attention.txt, runs C and D).
   static constexpr int64_t kL2Bytes = int64_t(24) << 20;
   static constexpr int64_t kMaxSectionHeads = 32;
 
@@ -771,6 +771,11 @@ struct FaCausalPersistentScheduler {
     int64_t const kv_bytes_per_head = int64_t(cute::get<3>(ps)) * int64_t(cute::get<4>(ps)) * 2 * 2;   // K and V, 16 bit
     int const fit = int(cute::max(int64_t(1), cute::min(int64_t(heads), kL2Bytes / cute::max(int64_t(1), kv_bytes_per_head))));
     int section = cute::min(fit, int(kMaxSectionHeads));
+    // With an odd mb, a section of an odd head count ends with a lone middle row, half a unit: sections of
+    // one head (K/V over 12 MB a head, a long cache) made every (mb / 2 + 1)-th unit a half, and the CTAs
+    // that never drew one set the time (up to 25% over the old order).  Even sections leave at most the
+    // last one odd.
+    if ((m_blocks & 1) && (section & 1) && section < heads) section = cute::max(2, section - 1);
     int const sms = hw_info.sm_count > 0 ? hw_info.sm_count
                                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
     int const grid = int(cute::min(int64_t(m_blocks) * heads, int64_t(sms)));
