@@ -4,7 +4,7 @@
 # kernel cache, build whatever it lacks (all cores, bounded by memory), run the GPU tests and the
 # benchmarks.  Full logs land in $OUT; the summary prints last.
 # Carry .carry/ (made here by perf/pack_carry.sh: the nvidia-cutlass wheel, fgcache.tar.xz).
-#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|stream-floor|sweep-fp8|sweep-attention|fp8|fp8-heuristic|fp8-graph|int4|int4-launch|int4-gated|fp8-weight|host|tune|tune:OP|sweep|sweep-linear|ncu:KIND,..|all]...
+#   bash perf/device_check.sh [build|build:PRESET|bg-build:PRESET,..|wait|tests|test:FILE|bench|gated|rope|attention|short-attention|decode|gemm-decode|gated-vs-gemm|read-floor|stream-floor|mufu-rate|sweep-fp8|sweep-attention|fp8|fp8-heuristic|fp8-graph|int4|int4-launch|int4-gated|fp8-weight|host|tune|tune:OP|sweep|sweep-linear|ncu:KIND,..|all]...
 set -uo pipefail
 OUT=${OUT:-/tmp/fg_out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/*.whl >/dev/null 2>&1 \
@@ -72,6 +72,7 @@ for step in $steps; do
     host)  run host python3 perf/host_overhead.py ;;
     read-floor) run read-floor python3 perf/decode_read_floor.py ;;   # pure reads of the decode weights vs the floor
     stream-floor) run stream-floor bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o /tmp/stream_read_floor && /tmp/stream_read_floor' ;;   # read-only kernels: a reference beside the decode floor
+    mufu-rate) run mufu-rate bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/mufu_rate.cu -o /tmp/mufu_rate && /tmp/mufu_rate' ;;   # exp2 rate by operand type
     cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
     build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)
                for p in gpu-tests gemm-decode-tests gated-tests rope-tests rope-bench attention-tests attention-bench attention-sm80-tests decode-tests gated-bench bench fp8-gpu-tests fp8-bench int4-gpu-tests int4-bench fp8-weight-gpu-tests fp8-weight-bench; do

@@ -3,15 +3,19 @@ what generator/attention/heuristics.py's table is made from.
 
     python perf/sweep_attention.py [--build-only] [--json out.json] [--s 1024 4096 16384]
                                    [--block-n 64 128] [--pingpong] [--dims 128 64] [--overlap]
-                                   [--epilogues] [--variants DIR] [--table-only]
+                                   [--epilogues] [--chain] [--variants DIR] [--table-only]
+                                   [--also URI [URI ...]] [--hkv 8]
 
 Per head dim (bf16), every candidate (Q tile, K/V tile, persistent or not; with --pingpong also the
 ping-pong softmax; with --epilogues each also with the consumers' epilogues
-free of their turns) at B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
+free of their turns; with --chain each persistent overlapped 128-row one also with chained tiles) at
+B * S = 16k tokens, H = 32, S in {1k, 4k, 16k} (or --s), causal and not:
 TFLOP/s, the ratio to cuDNN, and each output's error against cuDNN's.  --variants DIR adds builds of
 a kernel edit (perf/build_variants.py: DIR/<name>/lib.so) to the rows of their head dim and mask, with
 each one's error against cuDNN; --table-only times only the table's pick per row (beside the variants
-and, with --epilogues, beside the same kernel with the other epilogue order).
+and, with --epilogues, beside the same kernel with the other epilogue order); --also adds kernels by URI
+(bf16, built if missing) to the rows of their head dim and mask; --hkv gives K/V fewer heads (GQA; SDPA with
+enable_gqa).
 """
 from __future__ import annotations
 
@@ -40,17 +44,19 @@ from build_variants import load_builds
 # (two CTAs an SM) leave D = 128 three K/V stages, and two (too few) beside a persistent O tile.  64-key tiles
 # lost at both head dims, and the ping-pong softmax lost or tied everywhere (perf/results/h100_sweep_attention.txt):
 # --block-n 64 128 and --pingpong weigh them again.
-def candidates(d, causal, block_n=(128,), pingpong=False, overlap=False, epilogues=False) -> List[AttentionSpec]:
+def candidates(d, causal, block_n=(128,), pingpong=False, overlap=False, epilogues=False,
+               chain=False) -> List[AttentionSpec]:
     specs = []
     for bm in ((64, 128, 192) if d == 64 else (64, 128)):
         for bn in block_n:
             for persistent in (False, True):
                 for pp in ((False, True) if pingpong and bm > 64 else (False,)):
                     for ovl in ((False, True) if overlap and not pp else (False,)):
-                        for ordered in ((True, False) if epilogues else (True,)):
+                        chains = (False, True) if chain and persistent and ovl and bm == 128 else (False,)
+                        for ordered, ch in ((o, c) for o in ((True, False) if epilogues else (True,)) for c in chains):
                             try:
                                 specs.append(AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pp,
-                                                           overlap=ovl, ordered_epilogue=ordered))
+                                                           overlap=ovl, ordered_epilogue=ordered, chain=ch))
                             except SpecError as e:   # 64-row tiles whose two CTAs an SM leave too few K/V stages
                                 if bm != 64:
                                     raise
@@ -86,16 +92,23 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", type=int, nargs="+", default=[128, 64], help="head dims")
     ap.add_argument("--overlap", action="store_true", help="each candidate also with the overlapped mainloop")
     ap.add_argument("--epilogues", action="store_true", help="each candidate with ordered and free epilogues")
+    ap.add_argument("--chain", action="store_true", help="persistent overlapped candidates also with chained tiles")
     ap.add_argument("--s", type=int, nargs="+", default=[1024, 4096, 16384], help="sequence lengths")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     ap.add_argument("--table-only", action="store_true", help="time only the table's kernel per row")
+    ap.add_argument("--hkv", type=int, default=HEADS, help="K/V heads (GQA when under H = 32)")
+    ap.add_argument("--also", nargs="+", default=[], metavar="URI", help="more kernels, timed in their rows")
     args = ap.parse_args(argv)
+    if args.hkv < 1 or HEADS % args.hkv:
+        ap.error(f"--hkv: a divisor of H = {HEADS}")
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
+    also = [AttentionSpec.from_uri(u) for u in args.also]
+
     def row_specs(d, causal, s):
-        if args.table_only:
-            return table_specs(d, causal, s, args.epilogues)
-        return candidates(d, causal, tuple(args.block_n), args.pingpong, args.overlap, args.epilogues)
+        picked = (table_specs(d, causal, s, args.epilogues) if args.table_only else
+                  candidates(d, causal, tuple(args.block_n), args.pingpong, args.overlap, args.epilogues, args.chain))
+        return list(dict.fromkeys(picked + [a for a in also if (a.head_dim, a.causal) == (d, causal)]))
 
     build_many(list(dict.fromkeys(spec for d in args.dims for s in args.s for causal in (False, True)
                                   for spec in row_specs(d, causal, s))), progress=False)
@@ -112,8 +125,9 @@ def main(argv=None) -> int:
             for s in args.s:
                 for causal in (False, True):
                     b = TOKENS // s
-                    q, k, v = (torch.randn(b, s, HEADS, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
-                    variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal)]}
+                    q, k, v = (torch.randn(b, s, h, d, dtype=torch.bfloat16, device="cuda")
+                               for h in (HEADS, args.hkv, args.hkv))
+                    variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal, gqa=args.hkv != HEADS)]}
                     for spec in row_specs(d, causal, s):
                         op = fused_gemm.compile(spec)
                         variants[name(spec)] = [lambda op=op: op(q, k, v)]
@@ -135,7 +149,8 @@ def main(argv=None) -> int:
                     print(row, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
-    print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}; speed vs cuDNN (>1: faster)")
+    print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}, Hkv = {args.hkv}; "
+          "speed vs cuDNN (>1: faster)")
     for r in rows:
         cands = "  ".join(f"{k}={v:.3f}" + (f" (err {r['rel_err'][k]:.1e})" if k in variant_ops else "")
                           for k, v in r["ours"].items())

@@ -253,6 +253,7 @@ def test_rope_choice_is_constant_within_a_memo_key():
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri
     from fused_gemm.generator.attention import attention_specs
+    from fused_gemm.generator.attention.heuristics import pick
     extra = [AttentionSpec("bf16", 256, True, 64),
              AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True),
              AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True),
@@ -283,7 +284,7 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     # to spare beside a persistent kernel's own O tile).
     assert extra[5].uri == "attention_sm90a_bf16_d64_causal_bm64_bn128_ovl_freeepi"
     assert (extra[5].ctas_per_sm, extra[5].kv_stages, extra[6].kv_stages) == (2, 5, 3)
-    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and attention_specs("bf16", 128)[1].kv_stages == 5
+    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and pick("bf16", 128, False).kv_stages == 5
     # Chained tiles at D = 128: a second Q stage a warpgroup leaves room for four K/V stages.
     assert (extra[7].uri, extra[7].kv_stages) == ("attention_sm90a_bf16_d128_causal_bn128_persist_ovl_chain", 4)
     assert extra[7].smem_bytes <= (227 << 10) - (1 << 10) and extra[4].kv_stages == 5
