@@ -103,7 +103,11 @@ def main(argv=None) -> int:
         ap.error(f"--hkv: a divisor of H = {HEADS}")
     if not all(0 < s <= TOKENS for s in args.s):
         ap.error(f"--s: lengths from 1 to {TOKENS} (the batch holds {TOKENS} tokens)")
+    if args.chain and not args.overlap:
+        ap.error("--chain weighs chained tiles of the overlapped candidates: add --overlap")
     also = [AttentionSpec.from_uri(u) for u in args.also]
+    if any(a.dtype != "bf16" or a.head_dim not in args.dims for a in also):
+        ap.error("--also: bf16 kernels of a head dim in --dims")
 
     def row_specs(d, causal, s):
         picked = (table_specs(d, causal, s, args.epilogues) if args.table_only else
@@ -130,6 +134,7 @@ def main(argv=None) -> int:
                     variants = {"cudnn": [sdpa(BACKENDS["cudnn"], q, k, v, causal, gqa=args.hkv != HEADS)]}
                     for spec in row_specs(d, causal, s):
                         op = fused_gemm.compile(spec)
+                        assert name(spec) not in variants, f"two kernels named {name(spec)}"
                         variants[name(spec)] = [lambda op=op: op(q, k, v)]
                     for label, (spec_, op) in variant_ops.items():
                         if (spec_.head_dim, spec_.causal) == (d, causal):
@@ -148,11 +153,13 @@ def main(argv=None) -> int:
                     rows.append(row)
                     print(row, flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "hkv": args.hkv, "rows": rows},
+                                              indent=1))
     print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}, Hkv = {args.hkv}; "
           "speed vs cuDNN (>1: faster)")
     for r in rows:
-        cands = "  ".join(f"{k}={v:.3f}" + (f" (err {r['rel_err'][k]:.1e})" if k in variant_ops else "")
+        own = set(variant_ops) | {name(a) for a in also}   # kernels outside the table: their own errors
+        cands = "  ".join(f"{k}={v:.3f}" + (f" (err {r['rel_err'][k]:.1e})" if k in own else "")
                           for k, v in r["ours"].items())
         print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}"
               f"  err vs cudnn {r['max_rel_err']:.1e}")

@@ -94,10 +94,11 @@ def test_any_length_bottom_right_causal(sq, sk, causal):
 @pytest.mark.parametrize("group", [1, 4, 8], ids=["mha", "gqa4", "gqa8"])
 def test_dtypes_head_dims_and_gqa(dtype, d, group):
     hkv = 2 if group < 8 else 1
-    for causal in (False, True):
-        q, k, v = qkv(2, 333, 517, hkv * group, hkv, d, dtype)
-        o = fused_gemm.attention(q, k, v, causal=causal, scale=0.3)
-        check(o, reference(q, k, v, causal, 0.3)[0], dtype)
+    for sq in (40, 100, 333):   # the table's short rows (64-row tiles), its S <= 128 rows, and the 1k rows
+        for causal in (False, True):
+            q, k, v = qkv(2, sq, 517, hkv * group, hkv, d, dtype)
+            o = fused_gemm.attention(q, k, v, causal=causal, scale=0.3)
+            check(o, reference(q, k, v, causal, 0.3)[0], dtype)
 
 
 def test_head_dim_256_and_mqa():
@@ -316,7 +317,7 @@ def test_capture_of_a_short_call_before_the_decode_kernel_is_loaded(backend, mon
     api = sys.modules["fused_gemm.attention.api"]
     monkeypatch.setattr(api, "decode_selected", lambda q: None)
     q, k, v = qkv(2, 64, 256, 8, 2, 128, torch.bfloat16)
-    fused_gemm.attention(q, k, v, causal=True)                 # loads the prefill kernel of Sq <= 1024
+    fused_gemm.attention(q, k, v, causal=True)                 # loads the prefill kernel of Sq <= 64
     q = q[:, :4].contiguous()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

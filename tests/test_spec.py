@@ -253,7 +253,6 @@ def test_rope_choice_is_constant_within_a_memo_key():
 def test_attention_uri_round_trips_and_refuses_bad_specs():
     from fused_gemm.generator import AttentionSpec, render, spec_from_uri
     from fused_gemm.generator.attention import attention_specs
-    from fused_gemm.generator.attention.heuristics import pick
     extra = [AttentionSpec("bf16", 256, True, 64),
              AttentionSpec("bf16", 128, True, 128, persistent=True, pingpong=True),
              AttentionSpec("bf16", 64, False, 128, persistent=True, overlap=True),
@@ -284,7 +283,8 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
     # to spare beside a persistent kernel's own O tile).
     assert extra[5].uri == "attention_sm90a_bf16_d64_causal_bm64_bn128_ovl_freeepi"
     assert (extra[5].ctas_per_sm, extra[5].kv_stages, extra[6].kv_stages) == (2, 5, 3)
-    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9) and pick("bf16", 128, False).kv_stages == 5
+    assert extra[6].smem_bytes <= (113 << 10) - (1 << 9)
+    assert AttentionSpec("bf16", 128, False, 128, persistent=True).kv_stages == 5
     # Chained tiles at D = 128: a second Q stage a warpgroup leaves room for four K/V stages.
     assert (extra[7].uri, extra[7].kv_stages) == ("attention_sm90a_bf16_d128_causal_bn128_persist_ovl_chain", 4)
     assert extra[7].smem_bytes <= (227 << 10) - (1 << 10) and extra[4].kv_stages == 5
@@ -303,6 +303,22 @@ def test_attention_uri_round_trips_and_refuses_bad_specs():
                              ({"block_m": 64, "head_dim": 64, "persistent": True, "overlap": True, "chain": True}, "chain")):
         with pytest.raises(SpecError, match=fragment):
             AttentionSpec(**kwargs)
+
+
+def test_attention_table_rows_cover_every_length_with_tested_kernels():
+    """Each (arch, head dim, mask) has rows of strictly growing max Sq ending at ANY, every row makes a valid
+    spec in both dtypes, and every pick is among the kernels the GPU tests build."""
+    from fused_gemm.generator.attention.heuristics import ANY, TABLE, pick
+    from fused_gemm.generator.attention.presets import PRESETS
+    tested = set(PRESETS["attention-tests"]()) | set(PRESETS["attention-sm80-tests"]())
+    for (arch, d, causal), table_rows in TABLE.items():
+        bounds = [row[0] for row in table_rows]
+        assert bounds == sorted(set(bounds)) and bounds[-1] == ANY, (arch, d, causal)
+        for dtype in ("bf16", "fp16"):
+            for sq in sorted({1} | {b + e for b in bounds[:-1] for e in (0, 1)} | {16384}):
+                spec = pick(dtype, d, causal, sq, arch)
+                assert spec.causal == causal and spec.head_dim == d and spec.arch == arch
+                assert (spec in tested) == (dtype == "bf16" or d != 256), (spec.uri, sq)
 
 
 def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():

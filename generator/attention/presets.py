@@ -42,7 +42,8 @@ def variants() -> List[AttentionSpec]:
             # two CTAs an SM: one tile a CTA, a persistent grid of 2 x SMs, and at D = 128 3 K/V stages
             AttentionSpec("bf16", 64, True, 128, False, block_m=64, overlap=True, ordered_epilogue=False),
             AttentionSpec("bf16", 64, True, 128, True, block_m=64, overlap=True, ordered_epilogue=False),
-            AttentionSpec("bf16", 128, False, 128, False, block_m=64)]
+            AttentionSpec("bf16", 128, False, 128, False, block_m=64),
+            AttentionSpec("bf16", 128, True, 128, False, block_m=64, overlap=True, ordered_epilogue=False)]
 
 
 PRESETS: Dict[str, Callable[[], List[AttentionSpec]]] = {
