@@ -94,7 +94,7 @@ def test_any_length_bottom_right_causal(sq, sk, causal):
 @pytest.mark.parametrize("group", [1, 4, 8], ids=["mha", "gqa4", "gqa8"])
 def test_dtypes_head_dims_and_gqa(dtype, d, group):
     hkv = 2 if group < 8 else 1
-    for sq in (40, 100, 333):   # the table's short rows (64-row tiles), its S <= 128 rows, and the 1k rows
+    for sq in (40, 100, 150, 333):   # the table's rows: 64-row tiles, S <= 128, D = 128 causal's 129-192, to 1k
         for causal in (False, True):
             q, k, v = qkv(2, sq, 517, hkv * group, hkv, d, dtype)
             o = fused_gemm.attention(q, k, v, causal=causal, scale=0.3)

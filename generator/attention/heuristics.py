@@ -64,16 +64,17 @@ still loses at 1k (0.89x) and ties at 2k.  A softmax that skips the exponentials
 half where a warpgroup's rows see none of it lost 2% (0.95x against 0.97x; D = 128 -2%): dropped.
 
 Short sequences (2026-11-28, fourteenth session; perf/sweep_attention.py --table-only --also, --hkv 8 for GQA 32/8;
-H100 runs F-J, H200 runs 1-2 in perf/results/h{100,200}_sweep_attention.txt): at S = 64 a 128-row Q tile is half
+H100 runs F-J, H200 runs 1-3 in perf/results/h{100,200}_sweep_attention.txt): at S = 64 a 128-row Q tile is half
 empty and the call is bound by memory, so 64-row tiles win there at both head dims.  D = 128, one tile a CTA with
 the overlapped loop and free epilogues: 1.02-1.07x cuDNN (H100) / 1.20-1.28x (H200), against 0.74-0.89x / 0.74-0.94x.
 D = 64, persistent: 1.23-1.53x against 0.60-1.03x.  At D = 64 causal they win to S = 128 too (0.90x / 0.81-0.88x
 against 0.73x / 0.58-0.64x; from 160 on the chained tiles win, GQA or not).  At D = 128 they lose at S = 128 on the
-H200 (0.81-0.85x against 0.86-0.94x) and at 96-128 with GQA on both GPUs; they win at 160-192 on the H100 (unmeasured
-on the H200), so they stop at 64.  Under the causal mask at D = 128, chained tiles win from 160 to 1k with GQA
-(1.00-1.13x against 0.95-1.06x); without it they tie at 1k (three of five runs within 1%) and lose 1-2% at 256 on
-the H100, so the row rests on GQA.  At 96-128 the overlapped kernel without chaining stays ahead (GQA 0.74-0.90x
-against 0.61-0.79x).
+H200 (0.81-0.85x against 0.86-0.94x) and at 96-128 with GQA on both GPUs, but win again under the causal mask at
+160-192 (two tiles of 128 rows become three of 64; GQA 1.06-1.12x against 1.04-1.09x for the chained tiles, without
+GQA 0.98-1.09x against 0.93-1.08x; H100 run J, H200 run 3) and lose from 224 on (0.81-0.89x against 1.05-1.08x).
+Under the causal mask at D = 128, chained tiles win from 224 to 1k with GQA (1.00-1.13x against 0.95-1.07x);
+without it they tie at 1k (three of five runs within 1%) and lose 1-2% at 256 on the H100, so the row rests on
+GQA.  At 96-128 the overlapped kernel without chaining stays ahead (GQA 0.74-0.90x against 0.61-0.79x).
 
 sm80 (example 41) has one kernel per (head dim, causal): no sweep on an sm80 GPU yet, so its rows
 are xformers' choices: 64-row Q tiles with K/V tiles as wide as D (O stays in registers) up to
@@ -97,7 +98,8 @@ TABLE: Dict[Tuple[str, int, bool], Tuple[Row, ...]] = {
     ("sm90a", 128, False): ((64, 64, 128, False, True, FREE, False), (1024, None, 128, True, True, FREE, True),
                             (ANY, None, 128, True, False, TURNS, False)),
     ("sm90a", 128, True): ((64, 64, 128, False, True, FREE, False), (128, None, 128, True, True, TURNS, False),
-                           (1024, None, 128, True, True, TURNS, True), (ANY, None, 128, True, False, FREE, False)),
+                           (192, 64, 128, False, True, FREE, False), (1024, None, 128, True, True, TURNS, True),
+                           (ANY, None, 128, True, False, FREE, False)),
     ("sm90a", 256, False): ((ANY, None, 64, False, False, TURNS, False),),
     ("sm90a", 256, True): ((ANY, None, 64, False, False, TURNS, False),),
     ("sm80", 64, False): ((ANY, None, 64, False, False, TURNS, False),),
