@@ -71,7 +71,7 @@ D = 64, persistent: 1.23-1.53x against 0.60-1.03x.  At D = 64 causal they win to
 against 0.73x / 0.58-0.64x; from 160 on the chained tiles win, GQA or not).  At D = 128 they lose at S = 128 on the
 H200 (0.81-0.85x against 0.86-0.94x) and at 96-128 with GQA on both GPUs, but win again under the causal mask at
 160-192 (two tiles of 128 rows become three of 64; GQA 1.06-1.12x against 1.04-1.09x for the chained tiles, without
-GQA 0.98-1.09x against 0.93-1.08x; H100 run J, H200 run 3) and lose from 224 on (0.81-0.89x against 1.05-1.08x).
+GQA 0.98-1.09x against 0.93-1.08x; H100 run J, H200 run 3) and lose from 224 on (0.81-0.89x against 0.92-1.08x).
 Under the causal mask at D = 128, chained tiles win from 224 to 1k with GQA (1.00-1.13x against 0.95-1.07x);
 without it they tie at 1k (three of five runs within 1%) and lose 1-2% at 256 on the H100, so the row rests on
 GQA.  At 96-128 the overlapped kernel without chaining stays ahead (GQA 0.74-0.90x against 0.61-0.79x).
