@@ -20,6 +20,7 @@ enable_gqa).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -47,20 +48,19 @@ from build_variants import load_builds
 def candidates(d, causal, block_n=(128,), pingpong=False, overlap=False, epilogues=False,
                chain=False) -> List[AttentionSpec]:
     specs = []
-    for bm in ((64, 128, 192) if d == 64 else (64, 128)):
-        for bn in block_n:
-            for persistent in (False, True):
-                for pp in ((False, True) if pingpong and bm > 64 else (False,)):
-                    for ovl in ((False, True) if overlap and not pp else (False,)):
-                        chains = (False, True) if chain and persistent and ovl and bm == 128 else (False,)
-                        for ordered, ch in ((o, c) for o in ((True, False) if epilogues else (True,)) for c in chains):
-                            try:
-                                specs.append(AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pp,
-                                                           overlap=ovl, ordered_epilogue=ordered, chain=ch))
-                            except SpecError as e:   # 64-row tiles whose two CTAs an SM leave too few K/V stages
-                                if bm != 64:
-                                    raise
-                                print(f"skipped: {e}", file=sys.stderr)
+    for bm, bn, persistent, pp, ovl, ordered, ch in itertools.product(
+            (64, 128, 192) if d == 64 else (64, 128), block_n, (False, True), (False, True), (False, True),
+            (True, False), (False, True)):
+        if ((pp and not (pingpong and bm > 64)) or (ovl and not (overlap and not pp)) or (not ordered and not epilogues)
+                or (ch and not (chain and persistent and ovl and bm == 128))):
+            continue
+        try:
+            specs.append(AttentionSpec("bf16", d, causal, bn, persistent, block_m=bm, pingpong=pp, overlap=ovl,
+                                       ordered_epilogue=ordered, chain=ch))
+        except SpecError as e:   # 64-row tiles whose two CTAs an SM leave too few K/V stages
+            if bm != 64:
+                raise
+            print(f"skipped: {e}", file=sys.stderr)
     return specs
 
 
