@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CHECK(x)                                                                         \
@@ -29,12 +30,25 @@
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-__device__ __forceinline__ uint4 ldg_stream(void const *p) {
+__device__ __forceinline__ uint4 ldg_stream(uint4 const *p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint2 ldg_stream(uint2 const *p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ldg_stream(uint32_t const *p) {   // the int4 decode kernel's load: a word a lane
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
+__device__ __forceinline__ uint32_t fold(uint2 v) { return v.x ^ v.y; }
+__device__ __forceinline__ uint32_t fold(uint32_t v) { return v; }
 
 struct Args {
   char const *src;
@@ -47,24 +61,25 @@ __device__ __forceinline__ void finish(Args const &a, uint32_t acc) {
   if (acc == 0x9e3779b9u) a.sink[blockIdx.x] = acc;
 }
 
-// Contiguous slices per CTA, 16-byte loads, U per thread in flight.
-template <int U>
+// Contiguous slices per CTA, loads of V (16 bytes unless named: a warp's load is 32 V), U per thread in flight.
+template <int U, class V = uint4>
 __global__ void ldg(Args a) {
   if (a.pdl_early) pdl_launch();
   pdl_wait();
-  size_t const per_cta = (a.bytes / 16 + gridDim.x - 1) / gridDim.x;
-  size_t const begin = blockIdx.x * per_cta, end = min(begin + per_cta, a.bytes / 16);
-  uint4 const *src = reinterpret_cast<uint4 const *>(a.src);
+  size_t const n = a.bytes / sizeof(V);
+  size_t const per_cta = (n + gridDim.x - 1) / gridDim.x;
+  size_t const begin = blockIdx.x * per_cta, end = min(begin + per_cta, n);
+  V const *src = reinterpret_cast<V const *>(a.src);
   uint32_t acc = 0;
   for (size_t i = begin + threadIdx.x; i < end; i += size_t(blockDim.x) * U) {
-    uint4 v[U];
+    V v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       size_t const j = i + size_t(u) * blockDim.x;
-      v[u] = j < end ? ldg_stream(src + j) : make_uint4(0, 0, 0, 0);
+      v[u] = j < end ? ldg_stream(src + j) : V{};
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < U; ++u) acc ^= fold(v[u]);
   }
   if (!a.pdl_early) pdl_launch();
   finish(a, acc);
@@ -207,7 +222,10 @@ static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size
   return replay_us(graph, stream, calls);
 }
 
-int main() {
+int main(int argc, char **argv) {
+  // --int4: int4 weights' bytes (N x K / 2) at the int4 bar's shapes, loads of 4, 8 and 16 bytes a lane (the
+  // int4 decode kernel reads a 4-byte word a lane, 128 bytes a warp's load).
+  bool const int4 = argc > 1 && std::string(argv[1]) == "--int4";
   int dev = 0;
   CHECK(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -248,8 +266,9 @@ int main() {
     char const *name;
     size_t rows, cols;
   };
-  Shape const shapes[] = {{"4096x4096", 4096, 4096}, {"6144x4096", 6144, 4096}, {"14336x4096", 14336, 4096},
-                          {"4096x14336", 4096, 14336}};
+  Shape const bf16_shapes[] = {{"4096x4096", 4096, 4096}, {"6144x4096", 6144, 4096}, {"14336x4096", 14336, 4096},
+                               {"4096x14336", 4096, 14336}};
+  Shape const int4_shapes[] = {{"4096x4096", 4096, 4096}, {"28672x4096", 28672, 4096}, {"4096x14336", 4096, 14336}};
   int const big_smem = 4 * 32768;
   Config const configs[] = {
       {"ldg u4 256t x4", (void *)ldg<4>, 4, 256, 0, 0, 0},
@@ -270,9 +289,22 @@ int main() {
       {"bulk 8K x8 160t x2", (void *)bulk, 2, 160, 8 * 8192, 8192, 8},
       {"bulk 4K x16 160t x2", (void *)bulk, 2, 160, 16 * 4096, 4096, 16},
   };
-  std::printf("%-24s %-12s %9s %9s %9s %9s\n", "kernel", "weight", "floor us", "us", "/floor", "pdl /floor");
-  for (Shape const &sh : shapes) {
-    size_t const bytes = sh.rows * sh.cols * 2;
+  Config const int4_configs[] = {
+      {"ldg b32 128t x4 U16", (void *)ldg<16, uint32_t>, 4, 128, 0, 0, 0},
+      {"ldg b32 128t x4 U32", (void *)ldg<32, uint32_t>, 4, 128, 0, 0, 0},
+      {"ldg b32 512t x1 U16", (void *)ldg<16, uint32_t>, 1, 512, 0, 0, 0},
+      {"ldg b32 256t x4 U16", (void *)ldg<16, uint32_t>, 4, 256, 0, 0, 0},
+      {"ldg b64 128t x4 U8", (void *)ldg<8, uint2>, 4, 128, 0, 0, 0},
+      {"ldg b64 128t x4 U16", (void *)ldg<16, uint2>, 4, 128, 0, 0, 0},
+      {"ldg b128 128t x4 U4", (void *)ldg<4, uint4>, 4, 128, 0, 0, 0},
+      {"ldg b128 128t x4 U8", (void *)ldg<8, uint4>, 4, 128, 0, 0, 0},
+      {"ldg b128 256t x4 U4", (void *)ldg<4, uint4>, 4, 256, 0, 0, 0},
+  };
+  std::printf("%-24s %-12s %9s %9s %9s %9s\n", "kernel", int4 ? "int4 weight" : "weight", "floor us", "us", "/floor",
+              "pdl /floor");
+  for (Shape const &sh : int4 ? std::vector<Shape>(std::begin(int4_shapes), std::end(int4_shapes))
+                              : std::vector<Shape>(std::begin(bf16_shapes), std::end(bf16_shapes))) {
+    size_t const bytes = int4 ? sh.rows * sh.cols / 2 : sh.rows * sh.cols * 2;
     double const floor_us = bytes / copy_bw * 1e6;
     int const nbuf = int(std::max<size_t>(3, (size_t(3) * prop.l2CacheSize + bytes - 1) / bytes));
     std::vector<char *> bufs(nbuf);
@@ -289,7 +321,8 @@ int main() {
       float const t = replay_us(graph, stream, 64);
       std::printf("%-24s %-12s %9.2f %9.2f %9.3f\n", "memcpy (read+write)", sh.name, floor_us, t, t / floor_us);
     }
-    for (Config const &c : configs) {
+    for (Config const &c : int4 ? std::vector<Config>(std::begin(int4_configs), std::end(int4_configs))
+                                : std::vector<Config>(std::begin(configs), std::end(configs))) {
       float const t = time_graph(c, bufs, bytes, sink, false, sms, stream);
       float const tp = time_graph(c, bufs, bytes, sink, true, sms, stream);
       std::printf("%-24s %-12s %9.2f %9.2f %9.3f %9.3f\n", c.name, sh.name, floor_us, t, t / floor_us, tp / floor_us);
