@@ -71,7 +71,7 @@ for step in $steps; do
            done ;;
     host)  run host python3 perf/host_overhead.py ;;
     read-floor) run read-floor python3 perf/decode_read_floor.py ;;   # pure reads of the decode weights vs the floor
-    stream-floor) run stream-floor bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o /tmp/stream_read_floor && /tmp/stream_read_floor ${STREAM_FLOOR_ARGS:-}' ;;   # read-only kernels: a reference beside the decode floor
+    stream-floor) run stream-floor bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o /tmp/stream_read_floor && /tmp/stream_read_floor ${STREAM_FLOOR_ARGS:-}' ;;   # read-only kernels: a reference beside the decode floor (STREAM_FLOOR_ARGS=--int4: issue 8's int4 shapes)
     mufu-rate) run mufu-rate bash -c 'nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/mufu_rate.cu -o /tmp/mufu_rate && /tmp/mufu_rate' ;;   # exp2 rate by operand type
     cache-out) XZ_OPT=-T0 tar --exclude='*.lock' --exclude='*.tmp*' -cJf "$OUT/fgcache.tar.xz" .fgcache ;;   # what this machine built, back
     build-all) # logs stay on the machine: a run brings back at most 8 files (the cache-out tarball among them)

@@ -2,12 +2,16 @@
 // decode bar is <= 1.2x the HBM floor (weight bytes / copy bandwidth); at 4096 x 4096 (32 MiB) the
 // shipped kernels sit at 1.2-1.4x on the H200.  This times kernels that only read (no math), so the
 // part of that gap a weight-streaming kernel can close is measured rather than guessed:
-//   ldg    each CTA streams its slice of the buffer with 16-byte ld.global.nc loads, U a thread in flight
+//   ldg    each CTA streams its slice of the buffer (from a 128-byte line; slices were unaligned before
+//          2026-11-28) with ld.global.nc loads of 16 bytes (of 4 or 8 where named), U a thread in flight
 //          (U loads, then their use: ptxas keeps them in flight only because the uses come last);
 //   bulk   one thread a CTA issues cp.async.bulk copies into a shared-memory ring (mbarriers), the
 //          other warps read each chunk from shared memory and free it.
 // Each with and without PDL (launch_dependents at the start, every load after griddepcontrol.wait).
-// Standalone (no torch); perf/device_check.sh step stream-floor builds and runs it on the GPU machine:
+// --int4: issue 8's int4 decode shapes (N x K / 2 bytes) with ldg kernels of 4-, 8- and 16-byte loads a lane
+// (the int4 decode kernel loads a 4-byte word a lane), so its floor bars have a read-alone reference too.
+// Standalone (no torch); perf/device_check.sh step stream-floor builds and runs it on the GPU machine
+// (STREAM_FLOOR_ARGS=--int4 for the int4 table):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a perf/stream_read_floor.cu -o stream_read_floor
 #include <cuda_runtime.h>
 
@@ -15,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -67,7 +72,8 @@ __global__ void ldg(Args a) {
   if (a.pdl_early) pdl_launch();
   pdl_wait();
   size_t const n = a.bytes / sizeof(V);
-  size_t const per_cta = (n + gridDim.x - 1) / gridDim.x;
+  constexpr size_t kLine = 128 / sizeof(V);   // slices start on 128-byte lines, as a decode kernel's loads do
+  size_t const per_cta = ((n + gridDim.x - 1) / gridDim.x + kLine - 1) / kLine * kLine;
   size_t const begin = blockIdx.x * per_cta, end = min(begin + per_cta, n);
   V const *src = reinterpret_cast<V const *>(a.src);
   uint32_t acc = 0;

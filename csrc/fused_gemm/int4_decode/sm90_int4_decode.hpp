@@ -185,23 +185,41 @@ struct Int4Decode {
   };
 
   // A group's scales (and u4 zero offsets) of the lane's rows 16b + lane / 4 + 8h, loaded a group
-  // ahead of their use: one group's streaming hides their latency.  A row pair's two 16-bit values share
-  // a 32-bit register (row + 8h in half h): the 16-warp CTAs have 128 registers a thread, and u4 with an
-  // epilogue spilled with one value a register.
+  // ahead of their use: one group's streaming hides their latency.  s4 keeps each 16-bit scale in a
+  // register of its own until the group's end: packing a row pair's two into one register made the warp
+  // wait for both loads right where they were issued (Nsight Compute, H200, 1 x 28672 x 4096: 18% of the
+  // stall samples on that PRMT), so the loads hid nothing; unpacked, the s4 decode kernels ran 1-3% faster
+  // on an H200 (perf/results/h200_int4_decode_variants.txt).  u4 packs its scales and zero offsets two a
+  // register (row + 8h in half h), as all did before: unpacked, its 16-warp CTAs with an epilogue spill
+  // (128 registers a thread).
+  static constexpr bool kPackScales = kZeros;
   struct GroupScales {
-    uint32_t scale[kBlocks], zero[kZeros ? kBlocks : 1];
+    static constexpr int kSlots = kPackScales ? 1 : 2;   // registers a row pair's two values take
+    uint32_t scale[kBlocks][kSlots], zero[kZeros ? kBlocks : 1][kSlots];
     CUTLASS_DEVICE void load(Int4DecodeParams const &p, int n0, int row) {
       uint16_t const *s = static_cast<uint16_t const *>(p.scales) + int64_t(row) * p.n;
       uint16_t const *z = static_cast<uint16_t const *>(p.zeros) + int64_t(row) * p.n;
       CUTLASS_PRAGMA_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
         int const n = n0 + 16 * b;
-        scale[b] = uint32_t(s[n]) | (uint32_t(s[n + 8]) << 16);
-        if constexpr (kZeros) zero[b] = uint32_t(z[n]) | (uint32_t(z[n + 8]) << 16);
+        if constexpr (kPackScales) {
+          scale[b][0] = uint32_t(s[n]) | (uint32_t(s[n + 8]) << 16);
+          if constexpr (kZeros) zero[b][0] = uint32_t(z[n]) | (uint32_t(z[n + 8]) << 16);
+        } else {
+          scale[b][0] = s[n];
+          scale[b][1] = s[n + 8];
+        }
       }
     }
-    CUTLASS_DEVICE static float value(uint32_t pair, int h) {
-      return static_cast<float>(Element::bitcast(uint16_t(pair >> (16 * h))));
+    // Row n + 8h's value.
+    CUTLASS_DEVICE static float value(uint32_t const (&v)[kSlots], int h) {
+      uint32_t bits;
+      if constexpr (kPackScales) {
+        bits = v[0] >> (16 * h);
+      } else {
+        bits = v[h];
+      }
+      return static_cast<float>(Element::bitcast(uint16_t(bits)));
     }
   };
 
