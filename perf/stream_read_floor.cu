@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -72,8 +71,8 @@ __global__ void ldg(Args a) {
   if (a.pdl_early) pdl_launch();
   pdl_wait();
   size_t const n = a.bytes / sizeof(V);
-  constexpr size_t kLine = 128 / sizeof(V);   // slices start on 128-byte lines, as a decode kernel's loads do
-  size_t const per_cta = ((n + gridDim.x - 1) / gridDim.x + kLine - 1) / kLine * kLine;
+  constexpr size_t kLineElems = 128 / sizeof(V);   // slices start on 128-byte lines, as a decode kernel's loads do
+  size_t const per_cta = ((n + gridDim.x - 1) / gridDim.x + kLineElems - 1) / kLineElems * kLineElems;
   size_t const begin = blockIdx.x * per_cta, end = min(begin + per_cta, n);
   V const *src = reinterpret_cast<V const *>(a.src);
   uint32_t acc = 0;
@@ -229,8 +228,6 @@ static float time_graph(Config const &cfg, std::vector<char *> const &bufs, size
 }
 
 int main(int argc, char **argv) {
-  // --int4: int4 weights' bytes (N x K / 2) at the int4 bar's shapes, loads of 4, 8 and 16 bytes a lane (the
-  // int4 decode kernel reads a 4-byte word a lane, 128 bytes a warp's load).
   bool const int4 = argc > 1 && std::string(argv[1]) == "--int4";
   int dev = 0;
   CHECK(cudaSetDevice(dev));
@@ -272,11 +269,11 @@ int main(int argc, char **argv) {
     char const *name;
     size_t rows, cols;
   };
-  Shape const bf16_shapes[] = {{"4096x4096", 4096, 4096}, {"6144x4096", 6144, 4096}, {"14336x4096", 14336, 4096},
+  std::vector<Shape> const bf16_shapes = {{"4096x4096", 4096, 4096}, {"6144x4096", 6144, 4096}, {"14336x4096", 14336, 4096},
                                {"4096x14336", 4096, 14336}};
-  Shape const int4_shapes[] = {{"4096x4096", 4096, 4096}, {"28672x4096", 28672, 4096}, {"4096x14336", 4096, 14336}};
+  std::vector<Shape> const int4_shapes = {{"4096x4096", 4096, 4096}, {"28672x4096", 28672, 4096}, {"4096x14336", 4096, 14336}};
   int const big_smem = 4 * 32768;
-  Config const configs[] = {
+  std::vector<Config> const bf16_configs = {
       {"ldg u4 256t x4", (void *)ldg<4>, 4, 256, 0, 0, 0},
       {"ldg u4 512t x2", (void *)ldg<4>, 2, 512, 0, 0, 0},
       {"ldg u8 256t x4", (void *)ldg<8>, 4, 256, 0, 0, 0},
@@ -295,7 +292,7 @@ int main(int argc, char **argv) {
       {"bulk 8K x8 160t x2", (void *)bulk, 2, 160, 8 * 8192, 8192, 8},
       {"bulk 4K x16 160t x2", (void *)bulk, 2, 160, 16 * 4096, 4096, 16},
   };
-  Config const int4_configs[] = {
+  std::vector<Config> const int4_configs = {
       {"ldg b32 128t x4 U16", (void *)ldg<16, uint32_t>, 4, 128, 0, 0, 0},
       {"ldg b32 128t x4 U32", (void *)ldg<32, uint32_t>, 4, 128, 0, 0, 0},
       {"ldg b32 512t x1 U16", (void *)ldg<16, uint32_t>, 1, 512, 0, 0, 0},
@@ -308,8 +305,9 @@ int main(int argc, char **argv) {
   };
   std::printf("%-24s %-12s %9s %9s %9s %9s\n", "kernel", int4 ? "int4 weight" : "weight", "floor us", "us", "/floor",
               "pdl /floor");
-  for (Shape const &sh : int4 ? std::vector<Shape>(std::begin(int4_shapes), std::end(int4_shapes))
-                              : std::vector<Shape>(std::begin(bf16_shapes), std::end(bf16_shapes))) {
+  std::vector<Shape> const &shapes = int4 ? int4_shapes : bf16_shapes;
+  std::vector<Config> const &configs = int4 ? int4_configs : bf16_configs;
+  for (Shape const &sh : shapes) {
     size_t const bytes = int4 ? sh.rows * sh.cols / 2 : sh.rows * sh.cols * 2;
     double const floor_us = bytes / copy_bw * 1e6;
     int const nbuf = int(std::max<size_t>(3, (size_t(3) * prop.l2CacheSize + bytes - 1) / bytes));
@@ -327,8 +325,7 @@ int main(int argc, char **argv) {
       float const t = replay_us(graph, stream, 64);
       std::printf("%-24s %-12s %9.2f %9.2f %9.3f\n", "memcpy (read+write)", sh.name, floor_us, t, t / floor_us);
     }
-    for (Config const &c : int4 ? std::vector<Config>(std::begin(int4_configs), std::end(int4_configs))
-                                : std::vector<Config>(std::begin(configs), std::end(configs))) {
+    for (Config const &c : configs) {
       float const t = time_graph(c, bufs, bytes, sink, false, sms, stream);
       float const tp = time_graph(c, bufs, bytes, sink, true, sms, stream);
       std::printf("%-24s %-12s %9.2f %9.2f %9.3f %9.3f\n", c.name, sh.name, floor_us, t, t / floor_us, tp / floor_us);

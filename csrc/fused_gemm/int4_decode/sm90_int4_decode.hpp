@@ -188,11 +188,11 @@ struct Int4Decode {
   // ahead of their use: one group's streaming hides their latency.  s4 keeps each 16-bit scale in a
   // register of its own until the group's end: packing a row pair's two into one register made the warp
   // wait for both loads right where they were issued (Nsight Compute, H200, 1 x 28672 x 4096: 18% of the
-  // stall samples on that PRMT), so the loads hid nothing; unpacked, the s4 decode kernels ran 1-3% faster
-  // on an H200 (perf/results/h200_int4_decode_variants.txt).  u4 packs its scales and zero offsets two a
-  // register (row + 8h in half h), as all did before: unpacked, its 16-warp CTAs with an epilogue spill
-  // (128 registers a thread).
-  static constexpr bool kPackScales = kZeros;
+  // stall samples on that PRMT), so the loads hid nothing; unpacked, the s4 decode kernels ran up to 3%
+  // faster on an H200 (perf/results/h200_int4_decode_variants.txt).  That takes as many registers as u4's
+  // packed scales and zero offsets; u4 unpacked takes twice as many, and its 16-warp CTAs with an epilogue
+  // spill (128 registers a thread), so u4 packs them two a register (row + 8h in half h).
+  static constexpr bool kPackScales = kZeros;   // GroupScales::load reads zero offsets exactly when packing
   struct GroupScales {
     static constexpr int kSlots = kPackScales ? 1 : 2;   // registers a row pair's two values take
     uint32_t scale[kBlocks][kSlots], zero[kZeros ? kBlocks : 1][kSlots];
@@ -204,7 +204,7 @@ struct Int4Decode {
         int const n = n0 + 16 * b;
         if constexpr (kPackScales) {
           scale[b][0] = uint32_t(s[n]) | (uint32_t(s[n + 8]) << 16);
-          if constexpr (kZeros) zero[b][0] = uint32_t(z[n]) | (uint32_t(z[n + 8]) << 16);
+          zero[b][0] = uint32_t(z[n]) | (uint32_t(z[n + 8]) << 16);
         } else {
           scale[b][0] = s[n];
           scale[b][1] = s[n + 8];
