@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "cuda_check.cuh"
+
 template <int kOp>
 __device__ __forceinline__ unsigned step(unsigned x) {
   unsigned y;
@@ -34,15 +36,6 @@ __global__ void rate(unsigned *out, int iters) {
   for (int i = 0; i < 8; ++i) s ^= v[i];
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
-
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                     \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
 
 template <int kOp>
 double run(const char *name, int per_instr, int sms, double f32_rate) {

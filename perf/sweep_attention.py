@@ -157,8 +157,8 @@ def main(argv=None) -> int:
                                               indent=1))
     print(f"\ndevice: {torch.cuda.get_device_name()}; bf16, B*S = {TOKENS}, H = {HEADS}, Hkv = {args.hkv}; "
           "speed vs cuDNN (>1: faster)")
+    own = set(variant_ops) | {name(a) for a in also}   # kernels outside the table: their own errors
     for r in rows:
-        own = set(variant_ops) | {name(a) for a in also}   # kernels outside the table: their own errors
         cands = "  ".join(f"{k}={v:.3f}" + (f" (err {r['rel_err'][k]:.1e})" if k in own else "")
                           for k, v in r["ours"].items())
         print(f"D={r['D']:<4} S={r['S']:<6} causal={str(r['causal']):<6} cudnn {r['cudnn_tflops']:.0f} TF/s  {cands}"
