@@ -134,11 +134,11 @@ struct Int4Decode {
   static constexpr int kStageSteps = (kBlocks >= 8 ? 1 : (kBlocks == 4 ? 2 : 4)) / (kTiles == 2 && kBlocks < 8 ? 2 : 1);
   static_assert(kStageSteps >= 1, "a register stage holds at least one step");
   static constexpr int kStageKb = kStep * kStageSteps;
-  // k-blocks a warp prefetches to L2 before griddepcontrol.wait.  CTAs of 8 or more warps (one an SM, each
-  // warp a short slice of K) prefetch 4: the prefetches compete with the previous kernel's tail, and 8 ran
-  // 4096 x 4096 5-12% slower at M = 1 and 16 on both GPUs, other weights 0-2% (perf/results/
-  // int4_decode_16_tokens.txt, H).  The 4-warp CTAs of wide weights (several an SM, long slices) keep 8 (an
-  // H100 ran 28672 x 4096 about 1% faster with it).
+  // k-blocks a warp prefetches to L2 before griddepcontrol.wait.  CTAs of 8 or more warps (one or two an SM,
+  // each warp a short slice of K) prefetch 4: the prefetches compete with the previous kernel's tail, and with
+  // 8 4096 x 4096 ran 5-12% slower at M = 1 and 16 on both GPUs, 4096 x 14336 and 14336 x 4096 from 1% faster
+  // to 2.5% slower (perf/results/int4_decode_16_tokens.txt, H).  The 4-warp CTAs of wide weights (several an
+  // SM, long slices) keep 8: 28672 x 4096 ran about 1% faster with 8 on an H100, 1% slower on an H200.
   static constexpr int kAhead = kWarps >= 8 ? 4 : 8;
   // fp16's magic is 1024: over a long group the sum of x * (1032 + code) cancels against
   // 1032 * sum(x) with fp32 rounding error near fp16's tolerance, so fp16 takes the offset off
