@@ -51,9 +51,13 @@ def main():
     worst = {}   # (name, N, K, group) -> (normwise, elementwise, M, splits) of the worst call
     for n, k, group in SHAPES:
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+        quantized = {}   # weight kind -> (Int4Weight, its float64 dequantisation), shared by the builds of that kind
         for name, op in ops.items():
-            wq = fused_gemm.quantize_int4(w, group, op.spec.weight == "s4")
-            ref_w = wq.dequantize(torch.float64)
+            kind = op.spec.weight
+            if kind not in quantized:
+                wq = fused_gemm.quantize_int4(w, group, kind == "s4")
+                quantized[kind] = (wq, wq.dequantize(torch.float64))
+            wq, ref_w = quantized[kind]
             for m in MS:
                 if m > op.spec.config.tokens:
                     continue
