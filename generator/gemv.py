@@ -11,7 +11,7 @@ from .errors import SpecError
 # Warps a CTA: 12 and 16 (384 / 512 threads, at most 168 / 128 registers a thread) serve the int4 kernel's
 # 4-block CTAs; wider CTAs of so many warps spill.
 WARPS = (1, 2, 4, 8, 12, 16)
-UNROLLS = (3, 4)   # chunks a register stage a config may name (0: the kernel's own)
+UNROLLS = (1, 3, 4)   # chunks a register stage a config may name (0: the kernel's own)
 CSRC_FOLDER = "gemv"   # the shared split-K reduction, launch and device set-up (sm90_gemv.hpp)
 
 
@@ -23,10 +23,11 @@ class DecodeConfig:
     tokens: int = 16
     warps: int = 4
     blocks: int = 8
-    # The dense kernel's 64-wide K chunks per register stage (two stages in flight a warp), one of
-    # UNROLLS: 3 takes ~180 registers a thread with 16 tokens, so two 4-warp CTAs an SM instead of
-    # three, and 4 ~196, still two (5 spills); 0 is the kernel's own (2 with one block, 1 with more).
-    # Part of the name only when set.
+    # The dense kernel's K chunks (a row's 128-byte line) per register stage (two stages in flight a warp),
+    # one of UNROLLS: 3 takes ~180 registers a thread with 16 tokens and 16-bit weights, so two 4-warp CTAs
+    # an SM instead of three, and 4 ~196, still two (5 spills); 1 serves e4m3 weights with 16 tokens, whose
+    # x fragments take twice the registers (~100 a thread, four CTAs an SM); 0 is the kernel's own (2 with
+    # one block, 1 with more).  Part of the name only when set.
     unroll: int = 0
 
     def __post_init__(self):

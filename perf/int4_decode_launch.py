@@ -1,14 +1,15 @@
 """The int4 decode kernel's shapes x K-splits at perf/bench_int4.py's decode rows, in CUDA graphs.
 
     python perf/int4_decode_launch.py [--m 1 16] [--splits 0 2 4 8] [--configs NAME ..] [--variants DIR]
-                                      [--shapes NxK ..]
+                                      [--shapes NxK ..] [--weight s4|e4m3]
 
-Each cell: microseconds per call and its ratio to the int4 HBM floor (codes + scales / measured copy
-bandwidth), every (config, splits) of a row timed interleaved.  Splits 0 is the launcher's own
+Each cell: microseconds per call and its ratio to the HBM floor (the weight's bytes and its scales' / measured
+copy bandwidth), every (config, splits) of a row timed interleaved.  --weight e4m3 times fp8_weight_linear's
+decode kernels (the dense decode kernel reading an e4m3 weight) instead of int4_linear's.  Splits 0 is the launcher's own
 choice; 2..8 a cluster of that many CTAs along K.  Informational: which decode shape and split a
 table should take (preset 'int4-sweep' builds the configs).  --variants DIR adds builds of a kernel
-edit side by side (perf/build_variants.py: DIR/<name>/lib.so and uri.txt; int4 decode kernels, bf16 s4,
-no epilogue).
+edit side by side (perf/build_variants.py: DIR/<name>/lib.so and uri.txt; the int4 family's decode kernels of
+--weight, bf16 x, no epilogue).
 """
 from __future__ import annotations
 
@@ -32,22 +33,35 @@ SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336)]     # (N, K), Llama-3-8B: 
 GROUP = 128
 
 
-def row(m: int, n: int, k: int, configs, splits, bandwidth: float):
-    """configs: name -> op (an int4 decode kernel, bf16 s4, no epilogue)."""
-    per_set = n * k // 2 + n * (k // GROUP) * 2 + 2 * m * k + 2 * m * n
-    w0 = fused_gemm.quantize_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5, GROUP)
-    sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-             w0 if i == 0 else fused_gemm.Int4Weight(w0.packed.clone(), w0.scales.clone(), None, GROUP, n, k))
-            for i in range(rotation_count(per_set))]
+def weight_bytes(weight: str, n: int, k: int) -> int:
+    """What the floor counts: int4 codes and g128 bf16 scales, or e4m3 values and fp32 per-channel scales."""
+    return n * k + 4 * n if weight == "e4m3" else n * k // 2 + n * (k // GROUP) * 2
+
+
+def weights(weight: str, n: int, k: int, count: int):
+    """`count` copies of one weight, as (tensor, scales, group) for Int4Op.run."""
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+    if weight == "e4m3":
+        w0 = fused_gemm.quantize_fp8_weight(w)
+        return [(w0.weight.clone(), w0.scale.clone(), k) for _ in range(count)]
+    w0 = fused_gemm.quantize_int4(w, GROUP)
+    return [(w0.packed.clone(), w0.scales.clone(), GROUP) for _ in range(count)]
+
+
+def row(m: int, n: int, k: int, configs, splits, bandwidth: float, weight: str = "s4"):
+    """configs: name -> op (a decode kernel of the int4 family, bf16 x, `weight` weights, no epilogue)."""
+    per_set = weight_bytes(weight, n, k) + 2 * m * k + 2 * m * n
+    count = rotation_count(per_set)
+    sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), w) for w in weights(weight, n, k, count)]
     variants = {}
     for name, op in configs.items():
         for s in splits:
             launch = LaunchOptions(pdl=True, splits=max(s, 1))
             variants[(name, s)] = [
                 (lambda x=x, w=w, op=op, launch=launch:
-                 op.run(x, w.packed, w.scales, None, GROUP, None, None, None, launch)) for x, w in sets]
+                 op.run(x, w[0], w[1], None, w[2], None, None, None, launch)) for x, w in sets]
     t = compare(variants, graph=True, min_calls=64, reps=11)
-    floor = (n * k // 2 + n * (k // GROUP) * 2) / bandwidth
+    floor = weight_bytes(weight, n, k) / bandwidth
     return {key: (sec * 1e6, sec / floor) for key, sec in t.items()}, floor * 1e6
 
 
@@ -58,25 +72,27 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", nargs="+", help="decode config names (default: the sweep's, or none with --variants)")
     ap.add_argument("--variants", type=Path, help="DIR/<name>/lib.so builds to time too (see above)")
     ap.add_argument("--shapes", nargs="+", metavar="NxK", help="weight shapes (default: bench_int4's decode rows)")
+    ap.add_argument("--weight", choices=("s4", "e4m3"), default="s4",
+                    help="s4 (int4_linear's decode kernel) or e4m3 (fp8_weight_linear's: the dense decode kernel)")
     args = ap.parse_args(argv)
     require_gpu("int4_decode_launch")
     if args.configs:
         configs = [DecodeConfig.from_name(c) for c in args.configs]
     else:   # with --variants, only they
         configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS)
-    ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", "s4", config=c))) for c in configs}
+    ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", args.weight, config=c))) for c in configs}
     ops.update({name: (spec.config.tokens, Int4Op(spec, library))
                 for name, (spec, library) in load_builds(args.variants).items()} if args.variants else {})
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     bandwidth = copy_bandwidth()
     warm_gpu()
-    print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; int4 decode kernels in "
-          "CUDA graphs, us per call (x the int4 HBM floor); splits 0 = the launcher's choice")
+    print(f"{torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s; {args.weight} decode kernels in "
+          "CUDA graphs, us per call (x the HBM floor of the weight and its scales); splits 0 = the launcher's choice")
     with torch.no_grad():
         for m in args.m:
             fits = {name: op for name, (tokens, op) in ops.items() if m <= tokens}
             for n, k in shapes:
-                cells, floor = row(m, n, k, fits, args.splits, bandwidth)
+                cells, floor = row(m, n, k, fits, args.splits, bandwidth, args.weight)
                 print(f"\n{m}x{n}x{k}  floor {floor:.1f} us")
                 print(f"{'config':<26}" + "".join(f"{'splits ' + str(s):>16}" for s in args.splits))
                 for name in fits:

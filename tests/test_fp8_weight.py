@@ -11,9 +11,10 @@ import torch
 
 import fused_gemm
 import fused_gemm.int4.w8a16  # noqa: F401  (registers the torch ops)
-from fused_gemm.generator import Int4Spec, SpecError, TileConfig, preset, render, spec_from_uri
-from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, spec_for
-from fused_gemm.generator.int4.presets import FP8_WEIGHT_TEST_EPILOGUES, TEST_FULL_EPILOGUE
+from fused_gemm import jit
+from fused_gemm.generator import Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render, spec_from_uri
+from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, rules, shape_class, spec_for
+from fused_gemm.generator.int4.presets import FP8_WEIGHT_TEST_EPILOGUES, FP8_WEIGHT_TEST_SHAPE, TEST_FULL_EPILOGUE
 from fused_gemm.quant.fp8_weight import Fp8Weight
 
 from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op,
@@ -27,6 +28,7 @@ FULL = TEST_FULL_EPILOGUE
 @pytest.mark.parametrize("kwargs", [
     dict(weight="e4m3"),
     dict(dtype="fp16", weight="float8_e4m3fn", epilogue=FULL, config=RULES["sm90a"][2].config),
+    dict(weight="e4m3", epilogue=FULL, config=rules("sm90a", "e4m3", 0)[1].config),   # the decode kernel
     dict(weight="e4m3", epilogue="bias+silu", bias_dtype="fp32", pdl=False, config=SWEEP_CONFIGS[2]),
 ])
 def test_uri_round_trips(kwargs):
@@ -62,22 +64,48 @@ def test_render_converts_in_the_mainloop_and_scales_in_the_epilogue():
     assert "fusion::Sm90ColBroadcast<0, TileShape, float, float" in plain   # the scale, with no epilogue
 
 
+def test_decode_rows_follow_the_weights_shape():
+    """Llama-3-8B's weights at M = 1 / 16 (generator/int4/heuristics.py FP8_DECODE_BY_SHAPE); M > 16 does not
+    depend on the shape."""
+    def configs(n, k):
+        return [spec_for("bf16", "e4m3", "none", k, k, m, n=n).config.name for m in (1, 16)]
+    assert configs(4096, 4096) == ["decode_t16_w4_b1"] * 2
+    assert configs(4096, 14336) == ["decode_t16_w4_b1_u3", "decode_t16_w4_b1_u1"]
+    assert configs(6144, 4096) == ["decode_t8_w4_b1_u3", "decode_t16_w4_b2"]
+    assert configs(14336, 4096) == ["decode_t16_w4_b1_u1"] * 2
+    assert configs(28672, 4096) == ["decode_t8_w4_b1", "decode_t16_w4_b1_u1"]
+    assert [shape_class("e4m3", n, k) for n, k in ((200, 512), (4096, 8192), (4096, 8208), (8192, 4096),
+                                                    (8208, 4096), (16383, 4096), (16384, 4096))] == [0, 0, 1, 2, 3, 3, 4]
+    assert spec_for("bf16", "e4m3", "none", 4096, 4096, 17, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 17)
+
+
+def test_decode_rows_run_the_dense_decode_kernel_on_the_e4m3_weight():
+    spec = spec_for("bf16", "e4m3", FULL, 4096, 4096, 9)
+    assert spec.decode and spec.config.tokens == 16
+    src = render(spec)
+    assert '#include "fused_gemm/gemv/sm90_dense_decode.hpp"' in src and "sm90_int4_decode.hpp" not in src
+    assert "using ElementW = cutlass::float_e4m3_t;" in src and "kColScale = true" in src
+    assert "fused_gemm::DenseDecodeLauncher<FgKernel, fused_gemm::Fp8WeightDecodeOperands>" in src
+    assert "gelu_tanh(alpha * scales[n] * (x . W^T) + bias[n]) + beta * C[m,n], M <= 16" in src
+
+
 def test_fp8_weight_glue_is_in_its_kernels_cache_keys_only():
     from fused_gemm.generator import FAMILIES
     assert Int4Spec("bf16", "e4m3").csrc_includes == ("fp8_weight",)
+    assert Int4Spec("bf16", "e4m3", config=rules("sm90a", "e4m3", 0)[0].config).csrc_includes == ("gemv",)   # the dense decode kernel
     assert Int4Spec("bf16", "s4").csrc_includes == () and Int4Spec("bf16", "u4").csrc_includes == ()
     assert FAMILIES["int4"].csrc_folders == ("fused_gemm/common", "fused_gemm/int4", "fused_gemm/gemm")
     assert "fp8_weight" not in render(Int4Spec("bf16", "u4", epilogue=FULL))
 
 
 def test_the_table_serves_e4m3_per_channel():
-    for m, rule in zip((1, 64, 4096), RULES["sm90a"]):
-        spec = spec_for("bf16", "e4m3", FULL, 4096, 4096, m)
+    for m, rule in zip((1, 16, 64, 4096), rules("sm90a", "e4m3", 0)):
+        spec = spec_for("bf16", "e4m3", FULL, 4096, 4096, m, n=4096)
         assert spec.weight == "e4m3" and spec.config == rule.config   # group = K: the row's own tile K
 
 
-M_VALUES = [1, 7, 40, 129, 4095]   # every M bucket of the table; 4095: a partial last tile
-N_TEST, K_TEST = 200, 512          # N: a multiple of 8 only (partial weight tiles, and no 16-row blocks)
+M_VALUES = [1, 7, 13, 40, 129, 4095]   # every M bucket of the table; 4095: a partial last tile
+N_TEST, K_TEST = FP8_WEIGHT_TEST_SHAPE   # N: a multiple of 8 only (partial weight tiles, and no 16-row blocks)
 
 
 def test_gpu_tests_preset_lists_every_kernel_they_run():
@@ -86,7 +114,10 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
             for d in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES for m in M_VALUES + [16]}
     assert need <= have, sorted(s.uri for s in need - have)
     assert all(s.weight == "e4m3" for s in have)
-    assert set(preset("fp8-weight-bench")) <= have
+    bench = set(preset("fp8-weight-bench"))   # every decode shape class's rows: the bench's weights span three
+    assert {s for s in bench if not s.decode} <= have
+    assert {spec_for("bf16", "e4m3", "none", k, k, m, n=n) for n, k in ((4096, 4096), (28672, 4096), (4096, 14336))
+            for m in (1, 16, 4096)} <= bench
     assert {s.config for s in preset("fp8-weight-sweep")} == set(SWEEP_CONFIGS)
     assert len(preset("fp8-weight-compile-ci")) == 1 and preset("fp8-weight-compile-ci")[0] in have
 
@@ -247,6 +278,28 @@ def test_fp8_weight_linear_matches_float64(dtype, epilogue, m):
     fresh = fused_gemm.fp8_weight_linear(x, w, bias, act, residual)
     assert fresh.dtype == dt and fresh.shape == (m, N_TEST)
     assert_close(fresh, ref, WEIGHT_ONLY_TOL[dt])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 9, 16])
+@pytest.mark.parametrize("n, k", [(1032, 4096), (520, 4112)], ids=["n-not-a-multiple-of-16", "k-not-a-multiple-of-128"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_decode_kernel_splits_k(dtype, n, k, m):
+    """The decode rows (the dense decode kernel on the e4m3 weight, 8 tokens then 16): K split across the warps
+    and a cluster of CTAs, as the launcher picks and forced to 2 and 8, a last row group past N, a last
+    128-wide chunk of K that is partial."""
+    dt = DTYPES[dtype]
+    w = make_weight(n, k, seed=n + m)
+    x = torch.randn(m, k, dtype=dt, device="cuda")
+    bias, act, residual = epilogue_args(FULL, m, n, dt)
+    ref = weight_only_reference(x, w, bias, act, residual)
+    spec = spec_for(dtype, "e4m3", FULL, k, k, m)
+    assert spec.decode
+    op = jit.compile(spec)
+    for launch in (None, LaunchOptions(splits=2, pdl=True), LaunchOptions(splits=8, pdl=True)):
+        out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+        got = op(x, w.weight, w.scale, None, k, bias, residual, out=out, launch=launch)
+        assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
 
 
 @pytest.mark.gpu

@@ -56,7 +56,7 @@ def test_uri_round_trips(kwargs):
     (dict(weight="e5m2"), "weight dtype"),
     (dict(dtype="fp32"), "activation dtype"),
     (dict(out_dtype="e4m3"), "out_dtype"),
-    (dict(weight="e4m3", config=DecodeConfig()), "decode kernel reads int4 weights"),
+    (dict(weight="s4", config=DecodeConfig(16, 4, 1, unroll=3)), "the int4 one has none"),
     (dict(weight="e4m3", gated=True), "gated int4-family kernel reads int4 weights"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
@@ -140,7 +140,7 @@ def test_table_rows_are_valid_and_tile_k_follows_the_group():
 
 def test_int4_decodes_on_the_decode_kernel():
     """int4 weights at M <= 16 take the decode kernel (PDL by default): 8 tokens to M = 8, then 16;
-    e4m3 weights keep the mixed-input rows; both tables agree above M = 16."""
+    e4m3 weights take the dense decode kernel there; the tables agree above M = 16."""
     assert [spec_for("bf16", w, "none", 128, 4096, m).decode for w in ("s4", "u4") for m in (1, 8, 9, 16, 17)] == \
         [True, True, True, True, False] * 2
     # int4_linear's decode rows depend on the weight's shape (N, K); M > 16 does not
@@ -155,13 +155,13 @@ def test_int4_decodes_on_the_decode_kernel():
     wide = [spec_for("bf16", "u4", "none", 128, 4096, m, n=28672).config for m in (1, 8, 9, 16, 17)]
     assert wide[:4] == [DecodeConfig(8, 4, 4)] * 2 + [DecodeConfig(16, 4, 8)] * 2
     assert wide[4] == spec_for("bf16", "u4", "none", 128, 4096, 17, n=4096).config
-    # int4_gated_linear keeps its 8-block rows (a gate with its up) at every N; e4m3 has no decode rows
-    assert shape_class("s4", 4096, 4096, gated=True) == shape_class("e4m3", 4096, 4096) == GATED
+    # int4_gated_linear keeps its 8-block rows (a gate with its up) at every N
+    assert shape_class("s4", 4096, 4096, gated=True) == GATED
     assert spec_for("bf16", "s4", "silu", 128, 4096, 1, gated=True, n=57344).config == DecodeConfig(8)
     assert spec_for("bf16", "s4", "silu", 128, 4096, 16, gated=True, n=4096).config == DecodeConfig(16, 2, 8)
-    assert spec_for("bf16", "e4m3", "none", 4096, 4096, 1, n=28672) == spec_for("bf16", "e4m3", "none", 4096, 4096, 1)
-    assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 1).decode
-    assert shape_classes("u4") == tuple(range(len(DECODE_BY_SHAPE["sm90a"]))) and shape_classes("e4m3") == (GATED,)
+    assert all(spec_for("bf16", "e4m3", "none", 4096, 4096, m, n=4096).decode for m in (1, 16))   # test_fp8_weight.py
+    assert not spec_for("bf16", "e4m3", "none", 4096, 4096, 17).decode
+    assert shape_classes("u4") == tuple(range(len(DECODE_BY_SHAPE["sm90a"])))
     for c in shape_classes("s4"):   # every int4 table has the same M buckets, and agrees above 16
         assert [r.max_m for r in rules("sm90a", "s4", c)] == [r.max_m for r in INT4_GATED_RULES["sm90a"]]
         assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"][1:]

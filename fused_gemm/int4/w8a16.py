@@ -1,8 +1,9 @@
 """``fused_gemm.fp8_weight_linear``: W8A16, act(x @ dequant(w)^T + bias) + residual in one kernel for
 bf16/fp16 activations and an fp8 (e4m3) weight with per-output-channel fp32 scales.  The int4 family's
-e4m3 kernels (chosen per M from generator/int4/heuristics.py): CUTLASS's mixed-input mainloop converts
-the weight to x's dtype in registers (exact) and the epilogue multiplies the fp32 accumulator by
-scale[n] before the bias.
+e4m3 kernels (chosen per M, and at M <= 16 per weight shape, from generator/int4/heuristics.py): up to 16
+tokens the dense decode kernel streams the weight and converts it to x's dtype in registers, above that
+CUTLASS's mixed-input mainloop does; both exactly, and both multiply the fp32 accumulator by scale[n]
+before the bias.
 
     w = fused_gemm.quantize_fp8_weight(linear.weight)        # once, at load: Fp8Weight(e4m3 [N, K], fp32 [N])
     y = fused_gemm.fp8_weight_linear(x, w, bias, "silu", residual=r)
@@ -38,8 +39,9 @@ def _fp8_weight_linear(x, weight, scale, bias, activation, residual, out):
     if out is not None and out.dtype is not x.dtype:
         raise TypeError(f"out has dtype {out.dtype}; fp8_weight_linear writes x's dtype {x.dtype}")
     m = xs[0] if len(xs) == 2 else xs[:-1].numel()
-    # Per channel (group = K); N = 0: no e4m3 row depends on it.
-    op = select(_selection, x, WEIGHT, k, bias, activation, residual, m, k, 0)
+    # Per channel (group = K); N picks the decode rows (the op checks the weight itself).
+    n = weight.shape[0] if isinstance(weight, Tensor) and weight.dim() == 2 else 0
+    op = select(_selection, x, WEIGHT, k, bias, activation, residual, m, k, n)
     return op.run(x, weight, scale, None, k, bias, residual, out)
 
 

@@ -6,16 +6,19 @@ Rows are tried in order; the first whose ``max_m`` covers M wins.
     CTA shape by the weight's shape for int4_linear (DECODE_BY_SHAPE) and one for int4_gated_linear.  The
     mixed-input wgmma kernels read int4 weights at 0.6-1.3 TB/s there on an H100 (3-6x the HBM floor,
     slower than tinygemm at M = 1).
-  M <= 16 (e4m3 weights) and M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts
-    its A operand in registers), so the tile's M side is the weight's N and its N side the tokens.
-    The weight streams through 64-row tiles (N = 4096 gives 64 CTAs) in a persistent pingpong
-    kernel with PDL; the token side is 16 or 64 wide so the weight is read once.
+  M <= 16, e4m3 weights (decode): the GEMM family's dense decode kernel reading the e4m3 weight and
+    converting it in registers (csrc/fused_gemm/gemv/sm90_dense_decode.hpp), its CTA shape by the weight's
+    shape (FP8_DECODE_BY_SHAPE).  The mixed-input kernel took 1.6-3.6x the fp8 HBM floor there on an H200,
+    slower than bf16 torch.mm at two of three Llama-3-8B shapes.
+  M <= 64: the mixed-input kernel computes D^T = W . X^T (it converts its A operand in registers), so
+    the tile's M side is the weight's N and its N side the tokens.  The weight streams through 64-row
+    tiles (N = 4096 gives 64 CTAs) in a persistent pingpong kernel with PDL; the token side is 64 wide
+    so the weight is read once.
   larger M (prefill): cooperative 128x256x64 tiles: 0.97x bf16 torch.mm's TFLOP/s at M = 4096
     there, 13-16% ahead of example 55's 128x128x64.
 A k-tile must divide the group size (CUTLASS reads one scale row per k-tile): ``config_for`` narrows
-a row's tile K to 64 for groups of 64.  e4m3 weights (W8A16: per channel, group = K) take the
-mixed-input rows, not yet timed for them (perf/bench_fp8_weight.py measures them).  Plain data
-(no torch): presets, the CLI and the runtime read the same table.
+a row's tile K to 64 for groups of 64.  e4m3 weights (W8A16: per channel, group = K) take the same
+mixed-input rows above M = 16.  Plain data (no torch): presets, the CLI and the runtime read the same table.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ SM90_RULES: Tuple[Rule, ...] = (
     Rule(64, TileConfig((64, 64, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True), LaunchOptions(pdl=True)),
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
-RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # e4m3 weights
+RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # the mixed-input rows
 # int4_gated_linear's decode rows (its decode kernel: 8 blocks a CTA, a gate with its up): 8 tokens to M = 8,
 # then 16 tokens in 2-warp CTAs, which an H100 ran in 10.9 / 30.5 / 24.4 us at 16 x {4096 x 4096, 28672 x 4096,
 # 4096 x 14336} against CUTLASS's mixed-input stream-K kernel's 14.0 / 33.4 / 25.1 when int4_linear took them
@@ -44,7 +47,8 @@ INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_R
 
 @dataclass(frozen=True)
 class ShapeClass:
-    """int4_linear's decode rows for weights of up to ``max_n`` rows (N) and ``max_k`` columns (K)."""
+    """int4_linear's (or fp8_weight_linear's) decode rows for weights of up to ``max_n`` rows (N) and
+    ``max_k`` columns (K)."""
     max_n: int
     decode: Tuple[Rule, Rule]       # M <= 8, M <= 16
     max_k: int = _BIG_M
@@ -71,33 +75,54 @@ DECODE_BY_SHAPE: Dict[str, Tuple[ShapeClass, ...]] = {"sm90a": (
     ShapeClass(16383, (Rule(8, DecodeConfig(8, 8, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
     ShapeClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 4)), Rule(16, DecodeConfig(16, 4, 8)))),
 )}
-# row_index reads any int4 table's M buckets from the gated one's: they must agree.
+# fp8_weight_linear's decode rows by the weight's shape: the GEMM family's dense decode kernel reading the e4m3
+# weight (csrc/fused_gemm/gemv/sm90_dense_decode.hpp; a 16-token config serves M = 1 too, on its first token tile
+# alone).  Each the fastest of ten CTA shapes and register stages at the Llama-3-8B shape named, H200, M = 1 / 16,
+# us (perf/int4_decode_launch.py --weight e4m3, perf/results/h200_fp8_weight_decode.txt; the mixed-input kernel before:
+# 14.9 / 14.9 at 4096^2, 47.1 / 47.4 at 28672 x 4096, 41.2 / 41.2 at 4096 x 14336):
+#   4096^2 6.3 / 8.4 (two 16-token CTAs an SM, 256 of them: one wave);
+#   4096 x 14336 16.2 / 19.6 (longer K slices: three chunks a stage at M = 1, one at 16);
+#   6144 x 4096 9.3 / 12.4 (384 CTAs: three 8-token ones an SM at M = 1; 32-row CTAs at 16);
+#   14336 x 4096 18.1 / 22.1 and 28672 x 4096 30.4 / 40.9 (waves: the fewest registers, most CTAs an SM).
+_FP8_NARROW_16 = Rule(16, DecodeConfig(16, 4, 1, unroll=1))
+FP8_DECODE_BY_SHAPE: Dict[str, Tuple[ShapeClass, ...]] = {"sm90a": (
+    ShapeClass(4096, (Rule(8, DecodeConfig(16, 4, 1)), Rule(16, DecodeConfig(16, 4, 1))), max_k=8192),
+    ShapeClass(4096, (Rule(8, DecodeConfig(16, 4, 1, unroll=3)), _FP8_NARROW_16)),
+    ShapeClass(8192, (Rule(8, DecodeConfig(8, 4, 1, unroll=3)), Rule(16, DecodeConfig(16, 4, 2)))),
+    ShapeClass(16383, (Rule(8, DecodeConfig(16, 4, 1, unroll=1)), _FP8_NARROW_16)),
+    ShapeClass(_BIG_M, (Rule(8, DecodeConfig(8, 4, 1)), _FP8_NARROW_16)),
+)}
+# row_index reads any int4-family table's M buckets from the gated one's: they must agree.
 assert all(tuple(r.max_m for r in c.decode) == tuple(r.max_m for r in _DECODE_GATED)
-           for classes in DECODE_BY_SHAPE.values() for c in classes)
-GATED = None    # the shape class of int4_gated_linear, and of weights whose rows do not depend on N (e4m3)
+           for table in (DECODE_BY_SHAPE, FP8_DECODE_BY_SHAPE) for classes in table.values() for c in classes)
+GATED = None    # the shape class of int4_gated_linear (its rows do not depend on the weight's shape)
+
+
+def _classes(weight: str, arch: str) -> Tuple[ShapeClass, ...]:
+    return DECODE_BY_SHAPE[arch] if canonical_dtype(weight) in INT4_WEIGHTS else FP8_DECODE_BY_SHAPE[arch]
 
 
 def shape_class(weight: str, n: int, k: int, gated: bool = False, arch: str = "sm90a") -> Optional[int]:
-    """Which of int4_linear's decode shape classes serves an N x K weight (an index into
-    DECODE_BY_SHAPE[arch]), or GATED: int4_gated_linear's rows, and for e4m3 weights their only table."""
-    if gated or canonical_dtype(weight) not in INT4_WEIGHTS:
+    """Which decode shape class serves an N x K weight: an index into DECODE_BY_SHAPE[arch] (int4_linear) or
+    FP8_DECODE_BY_SHAPE[arch] (fp8_weight_linear), or GATED: int4_gated_linear's rows."""
+    if gated:
         return GATED
-    return next(i for i, c in enumerate(DECODE_BY_SHAPE[arch]) if n <= c.max_n and k <= c.max_k)
+    return next(i for i, c in enumerate(_classes(weight, arch)) if n <= c.max_n and k <= c.max_k)
 
 
 def shape_classes(weight: str, arch: str = "sm90a") -> Tuple[Optional[int], ...]:
-    """Every shape class int4_linear may use for a weight kind (GATED alone for e4m3)."""
-    return tuple(range(len(DECODE_BY_SHAPE[arch]))) if canonical_dtype(weight) in INT4_WEIGHTS else (GATED,)
+    """Every shape class int4_linear (int4 weights) or fp8_weight_linear (e4m3) may use."""
+    return tuple(range(len(_classes(weight, arch))))
 
 
 def rules(arch: str, weight: str, class_index: Optional[int]) -> Tuple[Rule, ...]:
-    """The table for a weight kind and shape class (see shape_class): int4 (s4, u4) decodes on the decode
-    kernel, int4_linear with the class's rows, int4_gated_linear (GATED) with its own; e4m3 does not."""
-    if canonical_dtype(weight) not in INT4_WEIGHTS:
-        return RULES[arch]
-    if class_index is GATED:
+    """The table for a weight kind and shape class (see shape_class): int4 (s4, u4) decodes on the int4
+    decode kernel, int4_linear with the class's rows, int4_gated_linear (GATED) with its own; e4m3 on the
+    dense decode kernel with its class's rows (GATED there: the first class's, for its M buckets)."""
+    fp8 = canonical_dtype(weight) not in INT4_WEIGHTS
+    if class_index is GATED and not fp8:
         return INT4_GATED_RULES[arch]
-    return DECODE_BY_SHAPE[arch][class_index].decode + SM90_RULES[1:]
+    return _classes(weight, arch)[class_index or 0].decode + SM90_RULES[1:]
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').

@@ -58,7 +58,8 @@ GATED_TEST_CASES = (("bf16", "s4", "silu"), ("bf16", "u4", "silu+residual"), ("f
 
 def fp8_weight_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype: Optional[str] = None,
                      arch: str = "sm90a") -> List[Int4Spec]:
-    """The kernels ``fp8_weight_linear`` uses for x of ``dtype`` and this epilogue, one per M bucket."""
+    """The kernels ``fp8_weight_linear`` uses for x of ``dtype`` and this epilogue, one per M bucket and, at
+    M <= 16, decode shape class."""
     return int4_specs(dtype, "e4m3", epilogue, out_dtype=out_dtype, arch=arch)
 
 
@@ -77,8 +78,13 @@ def _gpu_tests() -> List[Int4Spec]:
     return specs
 
 
+# tests/test_fp8_weight.py's weights: all in the first decode shape class.
+FP8_WEIGHT_TEST_SHAPE = (200, 512)
+
+
 def _fp8_weight_gpu_tests() -> List[Int4Spec]:
-    return [s for dtype in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES for s in fp8_weight_specs(dtype, ep)]
+    return [s for dtype in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES
+            for s in int4_specs(dtype, "e4m3", ep, shape=FP8_WEIGHT_TEST_SHAPE)]
 
 
 PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {

@@ -54,6 +54,8 @@ def gated_formula(spec: Int4Spec) -> str:
 
 
 def template(spec: Int4Spec) -> str:
+    if spec.decode and spec.fp8_weight:   # the GEMM family's dense decode kernel on the e4m3 weight
+        return f"int4/fp8_weight_decode_{spec.arch[:4]}.cu.j2"
     kind = "decode_" if spec.decode else ("gated_" if spec.gated else "")
     return f"int4/int4_{kind}{spec.arch[:4]}.cu.j2"
 
@@ -68,6 +70,7 @@ def _decode_context(spec: Int4Spec) -> Dict[str, Any]:
         element_c=DTYPES[spec.residual_dtype][0],
         activation=THREAD_FUNCTORS[spec.epilogue.activation],
         zeros=spec.weight == "u4",
+        element_w=DTYPES[spec.weight][0],
     )
 
 

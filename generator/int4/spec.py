@@ -18,9 +18,11 @@ op and table are the int4 kernels'.  The tile configuration is the GEMM family's
 epilogue its ``Epilogue`` restricted to bias, activation and residual (an e4m3 kernel's per-channel
 scale comes with its weight, not spelled in the epilogue).
 
-A ``DecodeConfig`` in place of the tile config names the family's decode kernel instead
-(csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp): a weight-streaming GEMV on mma.sync for M up to 16
-int4 (s4/u4) tokens, which reads the same weight layout, scales and ABI.
+A ``DecodeConfig`` in place of the tile config names a decode kernel instead, a weight-streaming GEMV on
+mma.sync for M up to 16 tokens with the same ABI: for int4 (s4/u4) weights the family's own
+(csrc/fused_gemm/int4_decode/sm90_int4_decode.hpp, the same weight layout and scales); for e4m3 weights the
+GEMM family's dense one (csrc/fused_gemm/gemv/sm90_dense_decode.hpp), which converts the weight in
+registers and applies its per-channel scale as the epilogue's column scale.
 """
 from __future__ import annotations
 
@@ -94,10 +96,10 @@ class Int4Spec:
             if self.decode and cfg.blocks != 8:
                 raise SpecError("a gated decode kernel needs blocks=8 (each cluster rank's outputs whole 16-row blocks)")
         if self.decode:
+            if self.fp8_weight:   # the GEMM family's dense decode kernel, reading the e4m3 weight
+                return
             if cfg.unroll:
-                raise SpecError("decode unroll is the GEMM family's dense decode kernel's; the int4 one has none")
-            if self.weight not in INT4_WEIGHTS:
-                raise SpecError(f"the decode kernel reads int4 weights {INT4_WEIGHTS}, not {self.weight!r}")
+                raise SpecError("decode unroll is the dense decode kernel's (e4m3 weights); the int4 one has none")
             return
         if not cfg.swap_ab:
             raise SpecError("int4 kernels need config.swap_ab=True: the mixed-input mainloop converts its A "
@@ -148,7 +150,7 @@ class Int4Spec:
         if self.gated and not self.decode:
             return (*pair.CSRC_INCLUDES, "gated", "int4_gated")
         if self.decode:
-            return ("int4_decode", GEMV)
+            return (GEMV,) if self.fp8_weight else ("int4_decode", GEMV)
         return ("fp8_weight",) if self.fp8_weight else ()
 
     def supports_group(self, group_size: int, k: int) -> bool:

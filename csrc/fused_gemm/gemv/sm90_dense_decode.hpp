@@ -1,6 +1,8 @@
 // The GEMM family's decode kernel (M <= 16 tokens): D[M, N] = epi(X[M, K] . W^T) for a 16-bit
 // nn.Linear weight W [N, K], as a weight-streaming GEMV on mma.sync, behind the family's C ABI
-// (FgGemmProblem).
+// (FgGemmProblem).  The int4 family runs it for e4m3 weights too (fused_gemm.fp8_weight_linear, behind
+// FgInt4Problem): a lane's 16-byte load of a row is then 16 values, each pair converted to x's dtype in
+// registers (exact) right before its MMA, and the per-channel scale is the epilogue's col_scale.
 //
 // Decode is bound by the weight's bytes, and at 4096 x 4096 (32 MB, ~11 us on an H100) by what a
 // kernel spends before and after streaming them.  The wgmma kernels tile for reuse a few tokens
@@ -30,6 +32,7 @@
 
 #include "cute/arch/mma_sm80.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/float8.h"
 #include "cutlass/epilogue/thread/activation.h"
 #include "cutlass/numeric_types.h"
 #include "fused_gemm/common/status.h"
@@ -127,6 +130,42 @@ constexpr int unroll_of(int fallback) {
   return UnrollOf<Kernel>::value > 0 ? UnrollOf<Kernel>::value : fallback;
 }
 
+// The weight's element: Kernel::ElementW where the generated kernel names one (the int4 family's e4m3
+// weights, fused_gemm.fp8_weight_linear), else x's.
+template <class Kernel, class = void>
+struct WeightOf {
+  using type = typename Kernel::Element;
+};
+template <class Kernel>
+struct WeightOf<Kernel, std::void_t<typename Kernel::ElementW>> {
+  using type = typename Kernel::ElementW;
+};
+
+// 32-bit word i (0..3) of a 16-byte load; i is a constant after unrolling.
+CUTLASS_DEVICE uint32_t word(uint4 const &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// Two e4m3 values (half `upper` of a 32-bit word: bits 0-15 or 16-31, the lower address first) as a pair of
+// Element, the lower K in the low half, exactly (every e4m3 value is a normal fp16, and a bf16): one cvt to
+// f16x2, and for bf16 two more to fp32 and one back (sm_90 has no e4m3 -> bf16 cvt).
+template <class Element>
+CUTLASS_DEVICE uint32_t e4m3x2_to(uint32_t w, bool upper) {
+  uint32_t h;
+  if (upper) {
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(h) : "r"(w));
+  } else {
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(h) : "r"(w));
+  }
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
+    return h;
+  } else {
+    uint32_t r;
+    asm("{\n.reg .f16 a, b;\n.reg .f32 fa, fb;\nmov.b32 {a, b}, %1;\ncvt.f32.f16 fa, a;\ncvt.f32.f16 fb, b;\n"
+        "cvt.rn.bf16x2.f32 %0, fb, fa;\n}"
+        : "=r"(r) : "r"(h));
+    return r;
+  }
+}
+
 }  // namespace dense_decode
 
 // Kernel (generated) provides Element, ElementD, ElementBias, ElementC, Activation, kTokens, kWarps,
@@ -135,6 +174,11 @@ template <class Kernel>
 struct DenseDecode {
   using Params = DenseDecodeParams;
   using Element = typename Kernel::Element;
+  using ElementW = typename dense_decode::WeightOf<Kernel>::type;
+  // An e4m3 weight (fused_gemm.fp8_weight_linear) is converted to Element in registers, exactly; its
+  // per-channel scale is the epilogue's col_scale.
+  static constexpr bool kFp8 = std::is_same_v<ElementW, cutlass::float_e4m3_t>;
+  static_assert(kFp8 || std::is_same_v<ElementW, Element>, "a 16-bit weight is x's dtype");
   using Mma = typename dense_decode::MmaFor<Element>::type;
   using Split = gemv::SplitK<Kernel::kTokens, Kernel::kBlocks, Kernel::kWarps>;
   static constexpr int kTokens = Kernel::kTokens;
@@ -143,7 +187,10 @@ struct DenseDecode {
   static constexpr int kTiles = Split::kTiles;
   static constexpr int kThreads = Split::kThreads;
   static constexpr int kRows = Split::kRows;
-  static constexpr int kChunk = 64;                       // K per chunk: a row's 128-byte line
+  static constexpr int kChunk = 128 / int(sizeof(ElementW));   // K per chunk: a row's 128-byte line
+  static constexpr int kLaneK = 16 / int(sizeof(ElementW));    // K of a lane's 16-byte load of a row: 8, or 16 e4m3
+  static constexpr int kXLoads = kLaneK / 8;                  // x's 16-byte loads for those K: 1, or 2
+  static constexpr int kSteps = kLaneK / 4;                   // MMAs (K 16 each) a lane's load feeds: 2, or 4
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
   // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
   // config names (Kernel::kUnroll: 3 and 4 fit two 16-token CTAs an SM, with half as much again and
@@ -159,25 +206,25 @@ struct DenseDecode {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
-  // One chunk of one warp: w[b][h][s] = 8 values of row 16b + g + 8h at K offset 32s + 8q; x[t][s]
-  // the 8 values of token 8t + g there.
+  // One chunk of one warp: w[b][h][s] = the kLaneK values of row 16b + g + 8h at K offset (kChunk / 2) s +
+  // kLaneK q; x[t][s] those K of token 8t + g (kXLoads loads).
   struct Chunk {
     uint4 w[kBlocks][2][2];
-    uint4 x[kTiles][2];
+    uint4 x[kTiles][2][kXLoads];
   };
   using Stage = Chunk[kUnroll];
 
   struct Lane {
-    Element const *w[kBlocks][2];   // rows 16b + g + 8h (clamped to N - 1), at K offset 8q
-    Element const *x[kTiles];       // tokens 8t + g (clamped to M - 1), at K offset 8q
+    ElementW const *w[kBlocks][2];  // rows 16b + g + 8h (clamped to N - 1), at K offset kLaneK q
+    Element const *x[kTiles];       // tokens 8t + g (clamped to M - 1), at K offset kLaneK q
     bool token_valid[kTiles];
   };
 
   CUTLASS_DEVICE static void load(Chunk &c, Lane const &lane, int chunk, int chunk_end, int k) {
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < 2; ++s) {
-      int const kk = chunk * kChunk + 32 * s;             // + 8q, in the lane's pointers
-      bool const valid = chunk < chunk_end && kk + 8 * (threadIdx.x % 4) < k;   // K is a multiple of 8
+      int const kk = chunk * kChunk + kChunk / 2 * s;     // + kLaneK q, in the lane's pointers
+      bool const valid = chunk < chunk_end && kk + kLaneK * (threadIdx.x % 4) < k;   // K is a multiple of kLaneK
       CUTLASS_PRAGMA_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
         CUTLASS_PRAGMA_UNROLL
@@ -187,7 +234,10 @@ struct DenseDecode {
       }
       CUTLASS_PRAGMA_UNROLL
       for (int t = 0; t < kTiles; ++t) {
-        c.x[t][s] = dense_decode::load16<false>(lane.x[t] + kk, valid && lane.token_valid[t]);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < kXLoads; ++i) {
+          c.x[t][s][i] = dense_decode::load16<false>(lane.x[t] + kk + 8 * i, valid && lane.token_valid[t]);
+        }
       }
     }
   }
@@ -201,23 +251,37 @@ struct DenseDecode {
   static_assert(kTiles <= kSlots, "a slot per token tile");
   using Slots = float[kBlocks][kSlots][4];
 
+  // One row's two A-fragment registers for MMA `step`: the lane's values 4 step .. 4 step + 3 of its 16-byte
+  // load as the MMA's K (columns 2q, 2q + 1 and 2q + 8, 2q + 9).
+  CUTLASS_DEVICE static void row_pair(uint4 const &v, int step, uint32_t &first, uint32_t &second) {
+    if constexpr (kFp8) {
+      uint32_t const w = dense_decode::word(v, step);   // four e4m3 values
+      first = dense_decode::e4m3x2_to<Element>(w, false);
+      second = dense_decode::e4m3x2_to<Element>(w, true);
+    } else {
+      first = dense_decode::word(v, 2 * step);
+      second = dense_decode::word(v, 2 * step + 1);
+    }
+  }
+
   // The MMAs of one chunk for the first kLive token tiles.
   template <int kLive>
   CUTLASS_DEVICE static void compute(Slots &acc, Chunk const &c) {
     CUTLASS_PRAGMA_UNROLL
     for (int s = 0; s < 2; ++s) {
       CUTLASS_PRAGMA_UNROLL
-      for (int half = 0; half < 2; ++half) {   // the lane's values 4 half .. 4 half + 3 as one MMA's K
+      for (int step = 0; step < kSteps; ++step) {   // the lane's values 4 step .. 4 step + 3 as one MMA's K
         CUTLASS_PRAGMA_UNROLL
         for (int b = 0; b < kBlocks; ++b) {
-          uint4 const &lo = c.w[b][0][s], &hi = c.w[b][1][s];   // rows g, g + 8
-          uint32_t const a0 = half ? lo.z : lo.x, a2 = half ? lo.w : lo.y;
-          uint32_t const a1 = half ? hi.z : hi.x, a3 = half ? hi.w : hi.y;
+          uint32_t a0, a1, a2, a3;
+          row_pair(c.w[b][0][s], step, a0, a2);   // row g
+          row_pair(c.w[b][1][s], step, a1, a3);   // row g + 8
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < kLive; ++t) {
-            uint4 const &xv = c.x[t][s];
-            uint32_t const b0 = half ? xv.z : xv.x, b1 = half ? xv.w : xv.y;
-            float *d = acc[b][kLive == 1 ? half : t];
+            uint4 const &xv = c.x[t][s][step / 2];   // x's values there: pairs 2 (step % 2) and + 1 of a load
+            uint32_t const b0 = dense_decode::word(xv, 2 * (step % 2));
+            uint32_t const b1 = dense_decode::word(xv, 2 * (step % 2) + 1);
+            float *d = acc[b][kLive == 1 ? step % 2 : t];
             Mma::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, b0, b1, d[0], d[1], d[2], d[3]);
           }
         }
@@ -271,14 +335,14 @@ struct DenseDecode {
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
         int const row = min(row0 + 16 * b + g + 8 * h, p.n - 1);   // rows past N: loaded, never stored
-        lane.w[b][h] = static_cast<Element const *>(p.w) + row * p.ldw + 8 * q;
+        lane.w[b][h] = static_cast<ElementW const *>(p.w) + row * p.ldw + kLaneK * q;
       }
     }
     CUTLASS_PRAGMA_UNROLL
     for (int t = 0; t < kTiles; ++t) {
       int const token = 8 * t + g;
       lane.token_valid[t] = token < p.m;
-      lane.x[t] = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + 8 * q;
+      lane.x[t] = static_cast<Element const *>(p.x) + (token < p.m ? token : 0) * p.ldx + kLaneK * q;
     }
 
     // Only L2 prefetches run ahead of the previous kernel: each lane takes rows of the CTA, the warp's
@@ -287,8 +351,8 @@ struct DenseDecode {
       int const k0 = begin * kChunk;
       int const k1 = min(min(end, begin + p.overlap.ahead) * kChunk, p.k);
       for (int r = lane_id; r < kRows; r += 32) {
-        Element const *at = static_cast<Element const *>(p.w) + min(row0 + r, p.n - 1) * p.ldw + k0;
-        gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(Element)));
+        ElementW const *at = static_cast<ElementW const *>(p.w) + min(row0 + r, p.n - 1) * p.ldw + k0;
+        gemv::prefetch_to_l2(at, uint32_t(k1 - k0) * uint32_t(sizeof(ElementW)));
       }
     }
     if (p.overlap.early) gemv::allow_next_grid();
@@ -330,20 +394,62 @@ struct DenseDecode {
   }
 };
 
-// The launcher behind the C exports (the interface of Sm90Launcher) for FgGemmProblem.
-template <class Kernel>
+// Where a family's Problem keeps x, the weight and the scales: the GEMM family's (FgGemmProblem: x = a,
+// W = b).  The int4 family's e4m3 weights have their own (fp8_weight/sm90_fp8_weight_decode.hpp).
+struct GemmDecodeOperands {
+  template <class Problem>
+  static int check(Problem const &) {
+    return FG_OK;
+  }
+  template <class Problem>
+  static void fill(Problem const &p, DenseDecodeParams &d) {
+    d.x = p.a, d.w = p.b, d.ldx = p.lda, d.ldw = p.ldb;
+    d.row_scale = static_cast<float const *>(p.row_scale);
+    d.col_scale = static_cast<float const *>(p.col_scale);
+  }
+};
+
+// The int4 family's (FgInt4Problem) for an e4m3 weight (fused_gemm.fp8_weight_linear): W [N, K] contiguous
+// (quantize_fp8_weight's) in `w`, its per-channel fp32 scales in `scales` (group_size K), applied as col_scale.
+struct Fp8WeightDecodeOperands {
+  template <class Problem>
+  static int check(Problem const &p) {
+    if (p.scales == nullptr) return fail(FG_ERR_INVALID, "an e4m3 weight's scales are required");
+    if (p.group_size != p.k || p.zeros != nullptr) {
+      return fail(FG_ERR_INVALID, "an e4m3 weight has one scale per output channel (group size K) and no zero points");
+    }
+    return FG_OK;
+  }
+  template <class Problem>
+  static void fill(Problem const &p, DenseDecodeParams &d) {
+    d.x = p.a, d.w = p.w, d.ldx = p.lda, d.ldw = p.k;
+    d.row_scale = nullptr;
+    d.col_scale = static_cast<float const *>(p.scales);
+  }
+};
+
+// The launcher behind the C exports (the interface of Sm90Launcher) for a family's Problem: Operands
+// reads its operands' fields, the rest (m, n, k, c, d, bias, alpha, beta, splits, pdl, device, stream) go
+// by the same names in both families' ABIs.
+template <class Kernel, class Operands = GemmDecodeOperands>
 struct DenseDecodeLauncher {
   using Problem = typename Kernel::Problem;
   using Decode = DenseDecode<Kernel>;
   using Setup = gemv::DeviceSetup<Decode>;
+  static constexpr int kLaneK = Decode::kLaneK;
 
   static int can_implement(Problem const &p) {
     if (int rc = gemv::check_device_and_tokens(p.device, p.m, Decode::kTokens)) return rc;
     if (p.n < 1) return fail(FG_ERR_INVALID, "N must be positive");
-    if (p.k < 8 || p.k % 8) return fail(FG_ERR_INVALID, "K must be a positive multiple of 8 (16-byte loads)");
+    if (p.k < kLaneK || p.k % kLaneK) {
+      return fail(FG_ERR_INVALID, "K must be a positive multiple of " + std::to_string(kLaneK) + " (16-byte loads)");
+    }
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
+    if (int rc = Operands::check(p)) return rc;
+    DenseDecodeParams d{};
+    Operands::fill(p, d);
     auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
-    if (p.lda % 8 || p.ldb % 8 || misaligned(p.a) || misaligned(p.b)) {
+    if (d.ldx % 8 || d.ldw % kLaneK || misaligned(d.x) || misaligned(d.w)) {
       return fail(FG_ERR_INVALID, "x and the weight must be 16-byte aligned, their rows 16 bytes apart");
     }
     if (p.ldd < p.n || (Kernel::kResidual && p.ldc < p.n)) return fail(FG_ERR_INVALID, "output/residual rows too short");
@@ -369,10 +475,9 @@ struct DenseDecodeLauncher {
     if (int rc = can_implement(p)) return rc;
     if (int rc = prepare_device(p.device)) return rc;
     DenseDecodeParams d{};
-    d.x = p.a, d.w = p.b, d.bias = p.bias, d.c = p.c, d.d = p.d;
-    d.row_scale = static_cast<float const *>(p.row_scale);
-    d.col_scale = static_cast<float const *>(p.col_scale);
-    d.ldx = p.lda, d.ldw = p.ldb, d.ldc = p.ldc, d.ldd = p.ldd;
+    Operands::fill(p, d);
+    d.bias = p.bias, d.c = p.c, d.d = p.d;
+    d.ldc = p.ldc, d.ldd = p.ldd;
     d.m = int(p.m), d.n = int(p.n), d.k = int(p.k);
     d.alpha = p.alpha, d.beta = p.beta;
     int const row_groups = int((p.n + Decode::kRows - 1) / Decode::kRows);
