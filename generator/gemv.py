@@ -54,4 +54,16 @@ class DecodeConfig:
 
 
 DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)(?:_u(?P<unroll>\d+))?"
+
+
+def check_dense_decode(config: DecodeConfig, weight_bits: int) -> None:
+    """What the dense decode kernel (csrc/fused_gemm/gemv/sm90_dense_decode.hpp) holds in registers without
+    spilling: the GEMM family's 16-bit weights, or the int4 family's e4m3 ones (weight_bits 8), whose x fragments
+    take twice the registers a chunk."""
+    if config.blocks > 4:
+        raise SpecError(f"decode blocks {config.blocks}: the dense decode kernel keeps two stages of every 16-row "
+                        "block in registers; more than 4 blocks spill")
+    if weight_bits == 8 and config.tokens == 16 and config.unroll == 4:
+        raise SpecError("decode unroll 4 with 16 tokens spills on an e4m3 weight (x's fragments take twice the "
+                        "registers): 3 chunks a stage at most")
 DECODE_URI = r"decode_t\d+_w\d+_b\d+(?:_u\d+)?"    # the same, without groups, inside a family's URI regex

@@ -10,9 +10,10 @@ Shapes: Llama-3-8B's N x K = 4096x4096 (O), 28672x4096 (gate+up), 4096x14336 (do
     bar 2:  ours faster than bf16 torch.mm, which reads twice the weight bytes (speedup >= 1.2)
   prefill, M = 4096 (eager, back to back): TFLOP/s ours / bf16 torch.mm (paired ratios), bar >= 0.8.
 Every row also checks ours against float64 of the dequantised weight (first 256 rows).
-The kernels come from preset 'fp8-weight-bench' (the int4 table's rows, not yet tuned for e4m3);
---sweep also times the alternative configs of generator/int4/heuristics.py SWEEP_CONFIGS (preset
-'fp8-weight-sweep'; informational: which config each row of the table should take for e4m3).
+The kernels come from preset 'fp8-weight-bench' (fp8_weight_linear's table: the dense decode kernel by the
+weight's shape at M <= 16, FP8_DECODE_BY_SHAPE, timed on an H200; the mixed-input rows above);
+--sweep also times the alternative configs of generator/int4/heuristics.py sweep_configs('e4m3') (preset
+'fp8-weight-sweep'; informational: which config each row of the table should take).
 """
 from __future__ import annotations
 

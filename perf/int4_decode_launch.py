@@ -23,7 +23,7 @@ import fused_gemm
 from fused_gemm import jit
 from fused_gemm.bench.timing import compare, copy_bandwidth, require_gpu, rotation_count, warm_gpu
 from fused_gemm.generator import LaunchOptions
-from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS
+from fused_gemm.generator.int4.heuristics import DECODE_SWEEP_CONFIGS, FP8_DECODE_SWEEP_CONFIGS
 from fused_gemm.generator.int4.spec import DecodeConfig, Int4Spec
 from fused_gemm.int4.op import Int4Op
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     if args.configs:
         configs = [DecodeConfig.from_name(c) for c in args.configs]
     else:   # with --variants, only they
-        configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS)
+        configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS if args.weight == "s4" else FP8_DECODE_SWEEP_CONFIGS)
     ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", args.weight, config=c))) for c in configs}
     ops.update({name: (spec.config.tokens, Int4Op(spec, library))
                 for name, (spec, library) in load_builds(args.variants).items()} if args.variants else {})

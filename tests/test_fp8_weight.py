@@ -13,8 +13,9 @@ import fused_gemm
 import fused_gemm.int4.w8a16  # noqa: F401  (registers the torch ops)
 from fused_gemm import jit
 from fused_gemm.generator import Int4Spec, LaunchOptions, SpecError, TileConfig, preset, render, spec_from_uri
-from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, rules, shape_class, spec_for
-from fused_gemm.generator.int4.presets import FP8_WEIGHT_TEST_EPILOGUES, FP8_WEIGHT_TEST_SHAPE, TEST_FULL_EPILOGUE
+from fused_gemm.generator.int4.heuristics import RULES, SWEEP_CONFIGS, rules, shape_class, spec_for, sweep_configs
+from fused_gemm.generator.int4.presets import (FP8_WEIGHT_TEST_EPILOGUES, FP8_WEIGHT_TEST_SHAPE, TEST_FULL_EPILOGUE,
+                                                fp8_decode_configs)
 from fused_gemm.quant.fp8_weight import Fp8Weight
 
 from conftest import (DTYPES, REFERENCE_ACTIVATIONS, WEIGHT_ONLY_TOL, assert_close, check_compiled_and_out_op,
@@ -27,7 +28,7 @@ FULL = TEST_FULL_EPILOGUE
 # -- specs, URIs, rendering, presets (CPU) ----------------------------------------------------------
 @pytest.mark.parametrize("kwargs", [
     dict(weight="e4m3"),
-    dict(dtype="fp16", weight="float8_e4m3fn", epilogue=FULL, config=RULES["sm90a"][2].config),
+    dict(dtype="fp16", weight="float8_e4m3fn", epilogue=FULL, config=RULES["sm90a"][1].config),
     dict(weight="e4m3", epilogue=FULL, config=rules("sm90a", "e4m3", 0)[1].config),   # the decode kernel
     dict(weight="e4m3", epilogue="bias+silu", bias_dtype="fp32", pdl=False, config=SWEEP_CONFIGS[2]),
 ])
@@ -59,7 +60,7 @@ def test_render_converts_in_the_mainloop_and_scales_in_the_epilogue():
             "          fusion::Sm90AccFetch>") in src
     assert "{static_cast<float const *>(p.scales)}" in src and "p.col_scale" not in src
     assert "gelu_tanh(alpha * scales[n] * (x . W^T) + bias[n]) + beta * C[m,n]" in src
-    plain = render(Int4Spec("fp16", "e4m3", config=RULES["sm90a"][2].config))
+    plain = render(Int4Spec("fp16", "e4m3", config=RULES["sm90a"][1].config))
     assert "cutlass::half_t" in plain and "KernelTmaWarpSpecializedCooperative>" in plain
     assert "fusion::Sm90ColBroadcast<0, TileShape, float, float" in plain   # the scale, with no epilogue
 
@@ -118,8 +119,9 @@ def test_gpu_tests_preset_lists_every_kernel_they_run():
     assert {s for s in bench if not s.decode} <= have
     assert {spec_for("bf16", "e4m3", "none", k, k, m, n=n) for n, k in ((4096, 4096), (28672, 4096), (4096, 14336))
             for m in (1, 16, 4096)} <= bench
-    assert {s.config for s in preset("fp8-weight-sweep")} == set(SWEEP_CONFIGS)
-    assert len(preset("fp8-weight-compile-ci")) == 1 and preset("fp8-weight-compile-ci")[0] in have
+    assert {s.config for s in preset("fp8-weight-sweep")} == set(sweep_configs("e4m3")) > set(SWEEP_CONFIGS)
+    ci = preset("fp8-weight-compile-ci")
+    assert len(ci) == 2 and set(ci) <= have and not ci[0].decode and ci[1].config in fp8_decode_configs()
 
 
 def test_cli_builds_e4m3_specs(tmp_path):
@@ -232,17 +234,18 @@ def test_representative_kernel_compiles_without_perf_bugs(tmp_cache):
     from fused_gemm.generator import build_many, family_of, locate
     locate.cache_clear()
     try:
-        (r,) = build_many(preset("fp8-weight-compile-ci"), progress=False)
+        results = build_many(preset("fp8-weight-compile-ci"), progress=False)   # the mixed-input and the decode kernel
     finally:
         locate.cache_clear()
-    assert not r.cached and r.library.is_file()
-    assert r.problems == [], f"{r.spec.uri}: {r.problems}"   # no C7510 / C7508 / spills
-    lib = ctypes.CDLL(str(r.library))                         # static cudart: loads without a GPU or driver
-    lib.fg_spec_uri.restype = ctypes.c_char_p
-    lib.fg_problem_size.restype = ctypes.c_size_t
-    abi = family_of(r.spec).abi
-    assert lib.fg_spec_uri().decode() == r.spec.uri
-    assert lib.fg_abi_version() == abi.version and lib.fg_problem_size() == abi.size
+    for r in results:
+        assert not r.cached and r.library.is_file()
+        assert r.problems == [], f"{r.spec.uri}: {r.problems}"   # no C7510 / C7508 / spills
+        lib = ctypes.CDLL(str(r.library))                         # static cudart: loads without a GPU or driver
+        lib.fg_spec_uri.restype = ctypes.c_char_p
+        lib.fg_problem_size.restype = ctypes.c_size_t
+        abi = family_of(r.spec).abi
+        assert lib.fg_spec_uri().decode() == r.spec.uri
+        assert lib.fg_abi_version() == abi.version and lib.fg_problem_size() == abi.size
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
@@ -285,9 +288,9 @@ def test_fp8_weight_linear_matches_float64(dtype, epilogue, m):
 @pytest.mark.parametrize("n, k", [(1032, 4096), (520, 4112)], ids=["n-not-a-multiple-of-16", "k-not-a-multiple-of-128"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_decode_kernel_splits_k(dtype, n, k, m):
-    """The decode rows (the dense decode kernel on the e4m3 weight, 8 tokens then 16): K split across the warps
-    and a cluster of CTAs, as the launcher picks and forced to 2 and 8, a last row group past N, a last
-    128-wide chunk of K that is partial."""
+    """The first shape class's decode row (the dense decode kernel on the e4m3 weight, 16 tokens): K split
+    across the warps and a cluster of CTAs, as the launcher picks and forced to 2 and 8, a last row group past
+    N, a last 128-wide chunk of K that is partial."""
     dt = DTYPES[dtype]
     w = make_weight(n, k, seed=n + m)
     x = torch.randn(m, k, dtype=dt, device="cuda")
@@ -300,6 +303,36 @@ def test_decode_kernel_splits_k(dtype, n, k, m):
         out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
         got = op(x, w.weight, w.scale, None, k, bias, residual, out=out, launch=launch)
         assert_close(got, ref, WEIGHT_ONLY_TOL[dt])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", fp8_decode_configs(), ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_every_decode_row_matches_float64(dtype, config):
+    """Each decode config of the table (8 or 16 tokens, one or two blocks, one to three chunks a stage) at every
+    M it serves up to its tokens, on a weight with a partial last row group and K chunk."""
+    dt, n, k = DTYPES[dtype], 1032, 4112
+    w = make_weight(n, k, seed=config.tokens)
+    op = jit.compile(Int4Spec(dtype, "e4m3", epilogue=FULL, config=config))
+    for m in (m for m in (1, 8, 9, 13, 16) if m <= config.tokens):
+        x = torch.randn(m, k, dtype=dt, device="cuda")
+        bias, act, residual = epilogue_args(FULL, m, n, dt)
+        out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+        assert_close(op(x, w.weight, w.scale, None, k, bias, residual, out=out),
+                     weight_only_reference(x, w, bias, act, residual), WEIGHT_ONLY_TOL[dt])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16])
+def test_decode_rows_by_shape_end_to_end(m):
+    """fp8_weight_linear picks a 6144-row weight's decode row (its third shape class) by N."""
+    w = make_weight(6144, K_TEST, seed=m)
+    assert spec_for("bf16", "e4m3", FULL, K_TEST, K_TEST, m, n=6144).config == rules("sm90a", "e4m3", 2)[m > 8].config
+    x = torch.randn(m, K_TEST, dtype=torch.bfloat16, device="cuda")
+    bias, act, residual = epilogue_args(FULL, m, 6144, torch.bfloat16)
+    out = torch.full((m, 6144), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(fused_gemm.fp8_weight_linear(x, w, bias, act, residual, out=out),
+                 weight_only_reference(x, w, bias, act, residual), WEIGHT_ONLY_TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -30,7 +30,7 @@ FULL = "bias+gelu_tanh+residual"
 # -- specs, URIs, rendering, tables (CPU) -----------------------------------------------------------
 @pytest.mark.parametrize("kwargs", [
     dict(),
-    dict(dtype="fp16", weight="u4", epilogue=FULL, config=RULES["sm90a"][2].config),
+    dict(dtype="fp16", weight="u4", epilogue=FULL, config=RULES["sm90a"][1].config),
     dict(weight="u4", epilogue="bias+silu", bias_dtype="fp32", pdl=False),
     dict(epilogue="residual", residual_dtype="fp32", out_dtype="fp32", config=SWEEP_CONFIGS[2]),
     dict(config=TileConfig((64, 16, 64), (1, 1, 1), "warpspecialized", swap_ab=True)),
@@ -72,7 +72,7 @@ def test_render_picks_the_mixed_input_pieces():
     assert "Sm90ColBroadcast<0, TileShape, cutlass::bfloat16_t" in src     # bias: one value per kernel row (n)
     assert "static constexpr bool kZeros = true;" in src and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in src
     assert "typedef struct FgInt4Problem" in src
-    sym = render(Int4Spec("fp16", config=RULES["sm90a"][2].config))
+    sym = render(Int4Spec("fp16", config=RULES["sm90a"][1].config))
     assert "using ElementA = cute::tuple<ElementQuant, ElementScale>;" in sym and "cutlass::int4b_t" in sym
     assert "cutlass::half_t" in sym and "KernelTmaWarpSpecializedCooperative>" in sym and "kZeros = false" in sym
 
@@ -91,14 +91,14 @@ def test_render_picks_the_decode_kernel():
 
 
 def test_render_picks_the_gated_pieces():
-    src = render(Int4Spec("bf16", "u4", epilogue="silu+residual", config=RULES["sm90a"][2].config, gated=True))
+    src = render(Int4Spec("bf16", "u4", epilogue="silu+residual", config=RULES["sm90a"][1].config, gated=True))
     assert '#include "fused_gemm/int4_gated/sm90_int4_gated.hpp"' in src and "int4_gated_arguments<FgKernel>" in src
     assert "fused_gemm::GatedPairOp<fused_gemm::FastSiLu<float>" in src
     assert "using ElementA = cute::tuple<ElementQuant, ElementScale, ElementScale>;" in src
     assert "Sm90PairCollectiveEpilogue<PairOp, true," in src and "static constexpr bool kZeros = true;" in src
     decode = render(Int4Spec("bf16", "s4", epilogue="silu", config=DecodeConfig(8), gated=True))
     assert "static constexpr bool kGated = true;" in decode
-    assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][2].config).csrc_includes == ("pair", "evt", "gated", "int4_gated")
+    assert Int4Spec("bf16", gated=True, config=RULES["sm90a"][1].config).csrc_includes == ("pair", "evt", "gated", "int4_gated")
 
 
 def test_cli_builds_gated_and_decode_specs(tmp_path):
@@ -126,8 +126,8 @@ def test_pack_order_matches_the_abi():
 def test_table_rows_are_valid_and_tile_k_follows_the_group():
     for rule in RULES["sm90a"]:
         Int4Spec("bf16", "u4", epilogue=FULL, config=rule.config)
-    assert RULES["sm90a"][0].launch.pdl and RULES["sm90a"][0].max_m == 16
-    rule = RULES["sm90a"][1]                                   # tile K 128
+    assert RULES["sm90a"][0].launch.pdl and RULES["sm90a"][0].max_m == 64
+    rule = RULES["sm90a"][0]                                   # tile K 128
     assert [config_for(rule, g, 4096).tile[2] for g in (64, 128, 192, 256, 4096)] == [64, 128, 64, 128, 128]
     assert config_for(rule, 4064, 4064).tile[2] == 128         # per channel: any K
     assert tile_k_for(128, 4096, 64) == 64
@@ -135,7 +135,7 @@ def test_table_rows_are_valid_and_tile_k_follows_the_group():
         with pytest.raises(ValueError, match="multiple of 64"):
             tile_k_for(bad, 4096, 128)
     assert spec_for("bf16", "s4", "none", 64, 4096, 64).supports_group(64, 4096)
-    assert spec_for("bf16", "s4", "none", 128, 4096, 4096).config == RULES["sm90a"][2].config
+    assert spec_for("bf16", "s4", "none", 128, 4096, 4096).config == RULES["sm90a"][1].config
 
 
 def test_int4_decodes_on_the_decode_kernel():
@@ -164,7 +164,7 @@ def test_int4_decodes_on_the_decode_kernel():
     assert shape_classes("u4") == tuple(range(len(DECODE_BY_SHAPE["sm90a"])))
     for c in shape_classes("s4"):   # every int4 table has the same M buckets, and agrees above 16
         assert [r.max_m for r in rules("sm90a", "s4", c)] == [r.max_m for r in INT4_GATED_RULES["sm90a"]]
-        assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"][1:]
+        assert rules("sm90a", "s4", c)[2:] == INT4_GATED_RULES["sm90a"][2:] == RULES["sm90a"]
     assert spec_for("bf16", "int4", "none", 128, 4096, 1).decode       # the weight kind is canonicalised
     spec = spec_for("bf16", "u4", FULL, 64, 4096, 16)
     assert spec.supports_group(64, 4096) and spec.supports_group(4096, 4096) and not spec.supports_group(48, 4096)

@@ -36,9 +36,11 @@ def add_arguments(g) -> None:
                         "tokens instead of a tile config")
     g.add_argument("--decode-warps", type=int, choices=DECODE_WARPS, help="with --decode-tokens: warps per CTA")
     g.add_argument("--decode-blocks", type=int, choices=(1, 2, 4, 8),
-                   help="with --decode-tokens: 16-row weight blocks per CTA (gemm: at most 4)")
+                   help="with --decode-tokens: 16-row weight blocks per CTA (the dense decode kernel, gemm and int4 "
+                        "--weight e4m3: at most 4)")
     g.add_argument("--decode-unroll", type=int, choices=DECODE_UNROLLS,
-                   help="gemm, with --decode-tokens and one block: K chunks a register stage (two CTAs an SM)")
+                   help="the dense decode kernel (gemm, int4 --weight e4m3), with --decode-tokens and one block: K "
+                        "chunks a register stage")
 
 
 def decode_config(args, **defaults) -> DecodeConfig:

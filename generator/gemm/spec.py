@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple, Union
 
 from ..errors import SpecError
-from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig
+from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig, check_dense_decode
 from ..uri import operand_dtypes, parse as uri_parse
 
 # name -> (CUTLASS element type, bits)
@@ -289,9 +289,7 @@ class GemmSpec:
             raise SpecError(f"the decode kernel multiplies 16-bit operands (bf16, fp16), not {self.a_dtype}")
         if self.b_layout != "nk":
             raise SpecError("the decode kernel streams an [N, K] weight (b_layout 'nk', nn.Linear's)")
-        if self.config.blocks > 4:
-            raise SpecError(f"decode blocks {self.config.blocks}: the GEMM's decode kernel keeps two stages of "
-                            "every 16-row block in registers; more than 4 blocks spill")
+        check_dense_decode(self.config, 16)
         if self.epilogue.a_scale or self.epilogue.b_scale:
             raise SpecError(f"epilogue {self.epilogue.name!r}: the decode kernel takes row_scale/col_scale vectors, "
                             "not per-tensor scales (fold one into alpha)")

@@ -1,13 +1,13 @@
 """The int4 family's command-line flags (`fused-gemm codegen/build --family int4 [--weight e4m3]
 [--gated] [--decode-tokens 8] ...`).
 The mainloop and decode flags (--dtype, --out-dtype, --epilogue, --tile, --cluster, --schedule,
---scheduler, --no-pdl, --decode-tokens/-warps/-blocks) are the GEMM family's, shared; int4 kernels are
-always swap-AB."""
+--scheduler, --no-pdl, --decode-tokens/-warps/-blocks/-unroll) are the GEMM family's, shared; the mixed-input
+kernels are always swap-AB."""
 from __future__ import annotations
 
 from ..gemm.cli import decode_config
-from ..gemm.spec import TileConfig
-from .spec import WEIGHTS, Int4Spec
+from ..gemm.spec import TileConfig, canonical_dtype
+from .spec import FP8_WEIGHTS, WEIGHTS, Int4Spec
 
 
 def add_arguments(g) -> None:
@@ -20,8 +20,8 @@ def add_arguments(g) -> None:
 
 
 def spec_from_args(args) -> Int4Spec:
-    if args.decode_tokens:
-        cfg = decode_config(args)
+    if args.decode_tokens:   # e4m3 weights: the dense decode kernel's one-block default, as the GEMM family's
+        cfg = decode_config(args, blocks=1) if canonical_dtype(args.weight) in FP8_WEIGHTS else decode_config(args)
     else:
         cfg = TileConfig(args.tile, args.cluster, args.schedule, args.scheduler, swap_ab=True)
     return Int4Spec(args.dtype, args.weight, args.out_dtype, epilogue=args.epilogue, config=cfg,

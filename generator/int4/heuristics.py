@@ -31,18 +31,18 @@ from ..gemm.spec import Epilogue, TileConfig, canonical_dtype
 from .spec import INT4_WEIGHTS, TILE_K, DecodeConfig, Int4Spec
 
 _BIG_M = 1 << 62
+# The mixed-input rows, above M = 16 for every weight kind (the decode kernels' rows come first).
 SM90_RULES: Tuple[Rule, ...] = (
-    Rule(16, TileConfig((64, 16, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True), LaunchOptions(pdl=True)),
     Rule(64, TileConfig((64, 64, 128), (1, 1, 1), "pingpong", "persistent", swap_ab=True), LaunchOptions(pdl=True)),
     Rule(_BIG_M, TileConfig((128, 256, 64), (1, 1, 1), "cooperative", "persistent", swap_ab=True)),
 )
-RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}            # the mixed-input rows
+RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 # int4_gated_linear's decode rows (its decode kernel: 8 blocks a CTA, a gate with its up): 8 tokens to M = 8,
 # then 16 tokens in 2-warp CTAs, which an H100 ran in 10.9 / 30.5 / 24.4 us at 16 x {4096 x 4096, 28672 x 4096,
 # 4096 x 14336} against CUTLASS's mixed-input stream-K kernel's 14.0 / 33.4 / 25.1 when int4_linear took them
 # too (2026-11-24).  (Decode kernels launch with PDL: fused_gemm/int4/op.py.)
 _DECODE_GATED = (Rule(8, DecodeConfig(tokens=8)), Rule(16, DecodeConfig(16, 2, 8)))
-INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_RULES[1:]}
+INT4_GATED_RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": _DECODE_GATED + SM90_RULES}
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ DECODE_BY_SHAPE: Dict[str, Tuple[ShapeClass, ...]] = {"sm90a": (
 #   4096^2 6.3 / 8.4 (two 16-token CTAs an SM, 256 of them: one wave);
 #   4096 x 14336 16.2 / 19.6 (longer K slices: three chunks a stage at M = 1, one at 16);
 #   6144 x 4096 9.3 / 12.4 (384 CTAs: three 8-token ones an SM at M = 1; 32-row CTAs at 16);
-#   14336 x 4096 18.1 / 22.1 and 28672 x 4096 30.4 / 40.9 (waves: the fewest registers, most CTAs an SM).
+#   14336 x 4096 18.1 / 22.1 and 28672 x 4096 30.4 / 40.9 (waves: small register stages, four or five CTAs an SM).
 _FP8_NARROW_16 = Rule(16, DecodeConfig(16, 4, 1, unroll=1))
 FP8_DECODE_BY_SHAPE: Dict[str, Tuple[ShapeClass, ...]] = {"sm90a": (
     ShapeClass(4096, (Rule(8, DecodeConfig(16, 4, 1)), Rule(16, DecodeConfig(16, 4, 1))), max_k=8192),
@@ -122,7 +122,7 @@ def rules(arch: str, weight: str, class_index: Optional[int]) -> Tuple[Rule, ...
     fp8 = canonical_dtype(weight) not in INT4_WEIGHTS
     if class_index is GATED and not fp8:
         return INT4_GATED_RULES[arch]
-    return _classes(weight, arch)[class_index or 0].decode + SM90_RULES[1:]
+    return _classes(weight, arch)[class_index or 0].decode + SM90_RULES
 
 
 # Alternatives perf/bench_int4.py --sweep times at decode sizes (preset 'int4-sweep').
@@ -142,9 +142,18 @@ DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
 )
 
 
+# ... and the dense decode kernel's, for e4m3 weights: the ten perf/results/h200_fp8_weight_decode.txt timed
+# (B) but the 16-token one of four chunks a stage, which spills.
+FP8_DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
+    DecodeConfig(8, 4, 1), DecodeConfig(8, 4, 1, unroll=3), DecodeConfig(8, 4, 1, unroll=4), DecodeConfig(8, 8, 1),
+    DecodeConfig(8, 4, 2), DecodeConfig(16, 4, 1, unroll=1), DecodeConfig(16, 4, 1), DecodeConfig(16, 4, 1, unroll=3),
+    DecodeConfig(16, 8, 1), DecodeConfig(16, 4, 2),
+)
+
+
 def sweep_configs(weight: str) -> tuple:
-    """What --sweep times for a weight kind: the mixed-input tiles, and for int4 the decode shapes too."""
-    return SWEEP_CONFIGS + (DECODE_SWEEP_CONFIGS if weight in INT4_WEIGHTS else ())
+    """What --sweep times for a weight kind: the mixed-input tiles and its decode kernel's shapes."""
+    return SWEEP_CONFIGS + (DECODE_SWEEP_CONFIGS if canonical_dtype(weight) in INT4_WEIGHTS else FP8_DECODE_SWEEP_CONFIGS)
 
 
 def tile_k_for(group_size: int, k: int, tile_k: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..gemm.spec import Epilogue, canonical_dtype
-from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, SWEEP_CONFIGS, config_for, rules, shape_class, shape_classes,
+from .heuristics import (DECODE_SWEEP_CONFIGS, GATED, config_for, rules, shape_class, shape_classes,
                          sweep_configs)
 from .spec import FP8_WEIGHTS, DecodeConfig, Int4Spec
 
@@ -78,13 +78,23 @@ def _gpu_tests() -> List[Int4Spec]:
     return specs
 
 
-# tests/test_fp8_weight.py's weights: all in the first decode shape class.
+# tests/test_fp8_weight.py's weights: in the first decode shape class (its test of every decode row runs the
+# others' kernels directly, with the full epilogue).
 FP8_WEIGHT_TEST_SHAPE = (200, 512)
 
 
+def fp8_decode_configs(arch: str = "sm90a") -> Tuple[DecodeConfig, ...]:
+    """Every decode config of fp8_weight_linear's table (all shape classes)."""
+    return tuple(dict.fromkeys(rule.config for c in shape_classes("e4m3", arch) for rule in rules(arch, "e4m3", c)
+                               if isinstance(rule.config, DecodeConfig)))
+
+
 def _fp8_weight_gpu_tests() -> List[Int4Spec]:
-    return [s for dtype in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES
-            for s in int4_specs(dtype, "e4m3", ep, shape=FP8_WEIGHT_TEST_SHAPE)]
+    specs = [s for dtype in ("bf16", "fp16") for ep in FP8_WEIGHT_TEST_EPILOGUES
+             for s in int4_specs(dtype, "e4m3", ep, shape=FP8_WEIGHT_TEST_SHAPE)]
+    full = Epilogue.parse(TEST_FULL_EPILOGUE)
+    return specs + [Int4Spec(dtype, "e4m3", epilogue=full, config=c) for c in fp8_decode_configs()
+                    for dtype in ("bf16", "fp16")]
 
 
 PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
@@ -101,6 +111,9 @@ PRESETS: Dict[str, Callable[[], List[Int4Spec]]] = {
                                 int4_specs("bf16", "u4", TEST_FULL_EPILOGUE, shape=TEST_SHAPE)[0]],
     "fp8-weight-gpu-tests": _fp8_weight_gpu_tests,
     "fp8-weight-bench": lambda: fp8_weight_specs("bf16", "none"),
-    "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in SWEEP_CONFIGS],
-    "fp8-weight-compile-ci": lambda: [fp8_weight_specs("bf16", TEST_FULL_EPILOGUE)[0]],
+    "fp8-weight-sweep": lambda: [Int4Spec("bf16", "e4m3", config=c) for c in sweep_configs("e4m3")],
+    # The mixed-input kernel of M <= 64 and the decode row with the most registers (16 tokens, three chunks a stage).
+    "fp8-weight-compile-ci": lambda: [
+        next(s for s in fp8_weight_specs("bf16", TEST_FULL_EPILOGUE) if not s.decode),
+        Int4Spec("bf16", "e4m3", epilogue=Epilogue.parse(TEST_FULL_EPILOGUE), config=DecodeConfig(16, 4, 1, unroll=3))],
 }

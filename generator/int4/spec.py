@@ -32,7 +32,7 @@ from typing import Optional, Tuple, Union
 
 from .. import pair
 from ..errors import SpecError
-from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig
+from ..gemv import CSRC_FOLDER as GEMV, DECODE_URI, DecodeConfig, check_dense_decode
 from ..uri import operand_dtypes, parse as uri_parse
 from ..gemm.spec import (ACTIVATIONS, ARCHES, OUTPUT_DTYPES, SCHEDULES, TILE_SCHEDULERS, TILE_URI, Epilogue,
                          TileConfig, canonical_dtype)
@@ -97,6 +97,7 @@ class Int4Spec:
                 raise SpecError("a gated decode kernel needs blocks=8 (each cluster rank's outputs whole 16-row blocks)")
         if self.decode:
             if self.fp8_weight:   # the GEMM family's dense decode kernel, reading the e4m3 weight
+                check_dense_decode(cfg, 8)
                 return
             if cfg.unroll:
                 raise SpecError("decode unroll is the dense decode kernel's (e4m3 weights); the int4 one has none")

@@ -7,14 +7,15 @@
 // Decode is bound by the weight's bytes, and at 4096 x 4096 (32 MB, ~11 us on an H100) by what a
 // kernel spends before and after streaming them.  The wgmma kernels tile for reuse a few tokens
 // cannot give; this one streams the weight from every SM with loads straight into registers:
-//   * Lane (g, q) = (lane / 4, lane % 4) of a warp loads 16 bytes (8 values along K) of rows g and
-//     g + 8 of each 16-row block: a warp's load covers 64 contiguous bytes of 8 rows, two loads a
-//     row's 128-byte line.  No reorder of W: the MMA's K order is permuted instead.  The m16n8k16 A
-//     fragment wants columns {2q, 2q+1, 2q+8, 2q+9} of a 16-wide K step; taking those to be the
-//     lane's own 8q .. 8q+3 (and 8q+4 .. 8q+7 for a second MMA) permutes K within every 32 values
-//     alike for all lanes, and X's B fragment (token g, the same columns) is then one 16-byte load
-//     of X's row at 8q.  A dot product does not care about the order of K.
-//   * Each warp keeps two stages of kUnroll 64-wide chunks of K in flight (registers, double
+//   * Lane (g, q) = (lane / 4, lane % 4) of a warp loads 16 bytes (8 values along K; 16 e4m3) of rows g
+//     and g + 8 of each 16-row block: a warp's load covers 64 contiguous bytes of 8 rows, two loads a
+//     row's 128-byte line (a chunk: 64 values of K, or 128).  No reorder of W: the MMA's K order is
+//     permuted instead.  The m16n8k16 A fragment wants columns {2q, 2q+1, 2q+8, 2q+9} of a 16-wide K
+//     step; taking those to be the lane's own 8q .. 8q+3 (and 8q+4 .. 8q+7 for a second MMA; with e4m3,
+//     16q + 4j .. 16q + 4j + 3 for four) permutes K alike for all lanes, and X's B fragment (token g, the
+//     same columns) is then one 16-byte load of X's row at 8q (two at 16q).  A dot product does not care
+//     about the order of K.
+//   * Each warp keeps two stages of kUnroll chunks of K in flight (registers, double
 //     buffered): with several CTAs per SM that is tens of KB per SM in flight, what HBM's latency
 //     times its bandwidth asks for.
 //   * With PDL, L2 bulk prefetches of each warp's first chunks go out before the previous kernel
@@ -192,7 +193,7 @@ struct DenseDecode {
   static constexpr int kXLoads = kLaneK / 8;                  // x's 16-byte loads for those K: 1, or 2
   static constexpr int kSteps = kLaneK / 4;                   // MMAs (K 16 each) a lane's load feeds: 2, or 4
   // Chunks per stage: two stages of this many 16-row-block chunks in registers (16 registers each,
-  // plus X's 8 per token tile), as many bytes in flight as fit next to three CTAs per SM; or what the
+  // plus X's 8 per token tile, 16 with e4m3), as many bytes in flight as fit next to three CTAs per SM; or what the
   // config names (Kernel::kUnroll: 3 and 4 fit two 16-token CTAs an SM, with half as much again and
   // twice as much in flight; 5 spills).  A short K slice's time is set by how many round trips to HBM
   // each warp makes, so more bytes in flight a warp win there (H200, 4096 x 4096, M = 1 / 16: unroll 3
@@ -395,7 +396,7 @@ struct DenseDecode {
 };
 
 // Where a family's Problem keeps x, the weight and the scales: the GEMM family's (FgGemmProblem: x = a,
-// W = b).  The int4 family's e4m3 weights have their own (fp8_weight/sm90_fp8_weight_decode.hpp).
+// W = b).  The int4 family's e4m3 weights have their own, Fp8WeightDecodeOperands below.
 struct GemmDecodeOperands {
   template <class Problem>
   static int check(Problem const &) {
@@ -446,8 +447,7 @@ struct DenseDecodeLauncher {
     }
     if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return fail(FG_ERR_INVALID, "M, N, K must fit in int32");
     if (int rc = Operands::check(p)) return rc;
-    DenseDecodeParams d{};
-    Operands::fill(p, d);
+    DenseDecodeParams const d = params(p);
     auto const misaligned = [](void const *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
     if (d.ldx % 8 || d.ldw % kLaneK || misaligned(d.x) || misaligned(d.w)) {
       return fail(FG_ERR_INVALID, "x and the weight must be 16-byte aligned, their rows 16 bytes apart");
@@ -471,15 +471,21 @@ struct DenseDecodeLauncher {
                           "dense decode kernel");
   }
 
-  static int run(Problem const &p) {
-    if (int rc = can_implement(p)) return rc;
-    if (int rc = prepare_device(p.device)) return rc;
+  // The kernel's parameters but the overlap (run's, per grid); M, N, K are checked to fit in int first.
+  static DenseDecodeParams params(Problem const &p) {
     DenseDecodeParams d{};
     Operands::fill(p, d);
     d.bias = p.bias, d.c = p.c, d.d = p.d;
     d.ldc = p.ldc, d.ldd = p.ldd;
     d.m = int(p.m), d.n = int(p.n), d.k = int(p.k);
     d.alpha = p.alpha, d.beta = p.beta;
+    return d;
+  }
+
+  static int run(Problem const &p) {
+    if (int rc = can_implement(p)) return rc;
+    if (int rc = prepare_device(p.device)) return rc;
+    DenseDecodeParams d = params(p);
     int const row_groups = int((p.n + Decode::kRows - 1) / Decode::kRows);
     int const chunks = int((p.k + Decode::kChunk - 1) / Decode::kChunk);
     // One wave: as many K-slices as keep every CTA (and every cluster) resident at once (gemv::choose_splits).
