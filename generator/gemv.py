@@ -55,6 +55,8 @@ class DecodeConfig:
 
 DECODE_NAME = r"decode_t(?P<tokens>\d+)_w(?P<warps>\d+)_b(?P<blocks>\d+)(?:_u(?P<unroll>\d+))?"
 
+DECODE_URI = r"decode_t\d+_w\d+_b\d+(?:_u\d+)?"    # the same, without groups, inside a family's URI regex
+
 
 def check_dense_decode(config: DecodeConfig, weight_bits: int) -> None:
     """What the dense decode kernel (csrc/fused_gemm/gemv/sm90_dense_decode.hpp) holds in registers without
@@ -66,4 +68,3 @@ def check_dense_decode(config: DecodeConfig, weight_bits: int) -> None:
     if weight_bits == 8 and config.tokens == 16 and config.unroll == 4:
         raise SpecError("decode unroll 4 with 16 tokens spills on an e4m3 weight (x's fragments take twice the "
                         "registers): 3 chunks a stage at most")
-DECODE_URI = r"decode_t\d+_w\d+_b\d+(?:_u\d+)?"    # the same, without groups, inside a family's URI regex

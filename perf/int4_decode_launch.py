@@ -79,7 +79,8 @@ def main(argv=None) -> int:
     if args.configs:
         configs = [DecodeConfig.from_name(c) for c in args.configs]
     else:   # with --variants, only they
-        configs = [] if args.variants else list(DECODE_SWEEP_CONFIGS if args.weight == "s4" else FP8_DECODE_SWEEP_CONFIGS)
+        sweep = DECODE_SWEEP_CONFIGS if args.weight == "s4" else FP8_DECODE_SWEEP_CONFIGS
+        configs = [] if args.variants else list(sweep)
     ops = {c.name: (c.tokens, jit.compile(Int4Spec("bf16", args.weight, config=c))) for c in configs}
     ops.update({name: (spec.config.tokens, Int4Op(spec, library))
                 for name, (spec, library) in load_builds(args.variants).items()} if args.variants else {})

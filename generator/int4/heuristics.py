@@ -153,7 +153,8 @@ FP8_DECODE_SWEEP_CONFIGS: Tuple[DecodeConfig, ...] = (
 
 def sweep_configs(weight: str) -> tuple:
     """What --sweep times for a weight kind: the mixed-input tiles and its decode kernel's shapes."""
-    return SWEEP_CONFIGS + (DECODE_SWEEP_CONFIGS if canonical_dtype(weight) in INT4_WEIGHTS else FP8_DECODE_SWEEP_CONFIGS)
+    decode = DECODE_SWEEP_CONFIGS if canonical_dtype(weight) in INT4_WEIGHTS else FP8_DECODE_SWEEP_CONFIGS
+    return SWEEP_CONFIGS + decode
 
 
 def tile_k_for(group_size: int, k: int, tile_k: int) -> int:
