@@ -47,6 +47,23 @@ def test_specs_refuse_what_the_kernels_cannot_do():
     assert spec.supports_group(4096, 4096) and not spec.supports_group(128, 4096)   # per channel only
 
 
+
+def test_decode_specs_refuse_what_spills(tmp_path):
+    """The dense decode kernel on an e4m3 weight: at most 4 blocks a CTA, and no 4-chunk stages at 16 tokens
+    (x's fragments take twice the registers); the CLI's e4m3 decode default is one block."""
+    from fused_gemm.generator.cli import main
+    from fused_gemm.generator.gemv import DecodeConfig
+    with pytest.raises(SpecError, match="more than 4 blocks spill"):
+        Int4Spec(weight="e4m3", config=DecodeConfig(16, 4, 8))
+    with pytest.raises(SpecError, match="unroll 4 with 16 tokens spills"):
+        Int4Spec(weight="e4m3", config=DecodeConfig(16, 4, 1, unroll=4))
+    Int4Spec(weight="e4m3", config=DecodeConfig(8, 4, 1, unroll=4))     # 8 tokens fit four chunks a stage
+    assert main(["codegen", "--family", "int4", "--weight", "e4m3", "--decode-tokens", "16", "--decode-unroll", "4",
+                 "-o", str(tmp_path)]) == 2
+    assert main(["codegen", "--family", "int4", "--weight", "e4m3", "--decode-tokens", "16", "-o", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.glob("int4_*.cu")] == ["int4_sm90a_a-bf16_w-e4m3_d-bf16_decode_t16_w4_b1_ep-none.cu"]
+
+
 def test_render_converts_in_the_mainloop_and_scales_in_the_epilogue():
     src = render(Int4Spec("bf16", "e4m3", epilogue=FULL))
     assert '#include "fused_gemm/fp8_weight/sm90_fp8_weight.hpp"' in src and "sm90_int4.hpp" not in src
