@@ -28,6 +28,29 @@ def test_pdl_is_a_spec_switch():
     assert on.index("CUTLASS_ENABLE_GDC_FOR_SM90") < on.index("#include \"fused_gemm")
 
 
+@pytest.mark.parametrize("tile_n, extended", [(128, False), (96, False), (192, False), (16, False),
+                                              (112, True), (144, True), (160, True), (224, True)])
+def test_tile_widths_outside_cutes_default_wgmma_shapes_get_the_extended_ones(tile_n, extended):
+    # Without the define CuTe serves a 112-wide tile with seven 16-wide wgmmas (a quarter of the speed).
+    from fused_gemm.generator.int4.spec import Int4Spec
+    etile = (64, 16) if tile_n % 32 else None
+    cfg = TileConfig((128, tile_n, 64), (1, 1, 1), "pingpong", "persistent", epilogue_tile=etile)
+    assert cfg.extended_wgmma is extended
+    swapped = TileConfig((64, tile_n, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True)
+    for spec in (GemmSpec("bf16", config=cfg), Int4Spec("bf16", "int4", config=swapped)):
+        src = render(spec)
+        assert ("#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in src) is extended, spec.uri
+        if extended:
+            assert src.index("CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED") < src.index("#include")
+
+
+@pytest.mark.parametrize("tile_n, extended", [(192, False), (224, True)])
+def test_pair_epilogue_kernels_get_the_extended_wgmma_shapes_too(tile_n, extended):
+    from fused_gemm.generator.gated.spec import GatedSpec
+    cfg = TileConfig((128, tile_n, 64), (1, 1, 1), "pingpong", "persistent")
+    assert ("#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in render(GatedSpec("bf16", config=cfg))) is extended
+
+
 def test_epilogue_nodes_follow_the_recipe():
     src = render(GemmSpec("bf16", epilogue="row_scale+col_scale+bias+gelu_tanh+residual"))
     assert "GELU_taylor" in src

@@ -96,6 +96,10 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((128, 128, 64), (2, 1, 1), "cooperative", "persistent"), 128, 4096, _MID),
     Candidate(T((128, 128, 64), (1, 2, 1), "cooperative", "persistent"), 128, 4096, _MID),
     Candidate(T((128, 224, 64), (2, 1, 1), "cooperative", "persistent"), 128, 1024, _MID),
+    # ... and 112 wide, one tile a CTA over both warpgroups: 14336 x 4096 at M = 128 is then 128 tiles, one
+    # wave (H200: 0.99x torch.mm against 0.95x for 128x128; perf/results/h200_mid_m_tiles.txt)
+    Candidate(T((128, 112, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16)), 128, 1024, _MID),
+    Candidate(T((128, 112, 64), (1, 2, 1), "cooperative", "persistent", epilogue_tile=(128, 16)), 128, 1024, _MID),
     # mid and large M
     Candidate(T((128, 64, 64), (1, 2, 1), "pingpong", "persistent"), 64, 2048, _GRID),
     Candidate(T((128, 128, 64), (1, 2, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
