@@ -9,7 +9,8 @@ import torch.nn.functional as F
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.generator import Epilogue
-from fused_gemm.generator.gemm.presets import STREAM_K, TEST_EPILOGUES
+from fused_gemm.generator.gemm.presets import (EXTENDED_WGMMA_TEST_CONFIGS, EXTENDED_WGMMA_TEST_EPILOGUE, STREAM_K,
+                                              TEST_EPILOGUES)
 
 pytestmark = pytest.mark.gpu
 
@@ -78,6 +79,24 @@ def test_every_epilogue_matches_float64(dtype, epilogue, m):
     got = call_linear(ep, g, alpha=alpha, beta=beta, out=out)
     assert got is out
     assert_close(got, reference(ep, **g, alpha=alpha, beta=beta), dtype)
+
+
+@pytest.mark.parametrize("config", EXTENDED_WGMMA_TEST_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_tiles_on_extended_wgmma_shapes_match_float64(dtype, config):
+    """112- and 224-wide tiles (one 64x112 / 64x224 wgmma a k-step) with every epilogue step, at odd M and
+    an N that ends in a partial tile; outputs NaN-poisoned first."""
+    from fused_gemm.generator import GemmSpec
+    ep = Epilogue.parse(EXTENDED_WGMMA_TEST_EPILOGUE)
+    op = fused_gemm.compile(GemmSpec({torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], epilogue=ep,
+                                     config=config))
+    n = 4 * config.tile[1] + 8
+    for m in (1, 7, 129, 255):
+        g = operands(ep, (m,), n, 520, dtype)
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        op(g["x"], g["weight"], g["bias"], ep.activation, g["residual"], row_scale=g["row_scale"],
+           col_scale=g["col_scale"], out=out)
+        assert_close(out, reference(ep, **g), dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

@@ -41,10 +41,22 @@ def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf
             for rule in FP8_RULES[fast_accum]]
 
 
+# Tiles whose N needs CuTe's extended wgmma shapes (TileConfig.extended_wgmma), one per schedule and
+# epilogue subtile the tuned tables use: tests/test_gpu.py runs them with every epilogue step.
+EXTENDED_WGMMA_TEST_CONFIGS = (
+    TileConfig((128, 112, 64), (1, 2, 1), "cooperative", "persistent", epilogue_tile=(128, 16)),
+    TileConfig((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
+    TileConfig((128, 224, 64), (2, 1, 1), "cooperative", "persistent"),
+)
+EXTENDED_WGMMA_TEST_EPILOGUE = TEST_EPILOGUES[-1]
+
+
 def _gpu_tests() -> Iterable[GemmSpec]:
     for dtype in ("bf16", "fp16"):
         for ep in TEST_EPILOGUES:
             yield from linear_specs(dtype, ep)
+        for config in EXTENDED_WGMMA_TEST_CONFIGS:
+            yield GemmSpec(dtype, epilogue=EXTENDED_WGMMA_TEST_EPILOGUE, config=config)
     yield from linear_specs("bf16", "bias+residual", out_dtype="fp32")
     yield from linear_specs("bf16", "bias+residual")                  # in-place residual, torch.compile MLP
     yield from linear_specs("bf16", "none", out_dtype="fp32")         # out_dtype=torch.float32
