@@ -74,8 +74,9 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
     Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _MID),
     # mid M, without swap-AB: the weight's N on the tile's N side, which wgmma lets be any multiple of
-    # 8, so that the tile count lands just under a whole number of waves (cuBLAS's nvjet kernels on an
-    # H100 use 96x128, 112x128, 144x128 and 192x128 tiles here, weight side first)
+    # 8 (widths off CuTe's default list through its extended shapes: TileConfig.extended_wgmma), so that the
+    # tile count lands just under a whole number of waves (cuBLAS's nvjet kernels on an H100 use 96x128,
+    # 112x128, 144x128 and 192x128 tiles here, weight side first)
     Candidate(T((64, 96, 64), (1, 1, 1), "pingpong", "persistent"), 64, 512, _MID),
     # ... and in pairs along M, so that a weight tile is read once (multicast) for both: cuBLAS's choice
     # for 128 x 6144 x 4096 on an H100 (nvjet 96x64 tiles, 1x2 cluster, 10 stages of 64 along K); from
