@@ -84,8 +84,9 @@ def test_every_epilogue_matches_float64(dtype, epilogue, m):
 @pytest.mark.parametrize("config", EXTENDED_WGMMA_TEST_CONFIGS, ids=lambda c: c.name)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_tiles_on_extended_wgmma_shapes_match_float64(dtype, config):
-    """112- and 224-wide tiles (one 64x112 / 64x224 wgmma a k-step) with every epilogue step, at odd M and
-    an N that ends in a partial tile; outputs NaN-poisoned first."""
+    """112-, 144- and 224-wide tiles (one wgmma that wide a k-step) with row and column scales, bias,
+    activation, residual, alpha and beta, at odd M and an N that ends in a partial tile; outputs NaN-poisoned
+    first."""
     from fused_gemm.generator import GemmSpec
     ep = Epilogue.parse(EXTENDED_WGMMA_TEST_EPILOGUE)
     op = fused_gemm.compile(GemmSpec({torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], epilogue=ep,
@@ -94,9 +95,9 @@ def test_tiles_on_extended_wgmma_shapes_match_float64(dtype, config):
     for m in (1, 7, 129, 255):
         g = operands(ep, (m,), n, 520, dtype)
         out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-        op(g["x"], g["weight"], g["bias"], ep.activation, g["residual"], row_scale=g["row_scale"],
-           col_scale=g["col_scale"], out=out)
-        assert_close(out, reference(ep, **g), dtype)
+        op(g["x"], g["weight"], g.get("bias"), ep.activation, g.get("residual"), alpha=0.75, beta=-0.5,
+           row_scale=g.get("row_scale"), col_scale=g.get("col_scale"), out=out)
+        assert_close(out, reference(ep, **g, alpha=0.75, beta=-0.5), dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

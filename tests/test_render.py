@@ -31,9 +31,9 @@ def test_pdl_is_a_spec_switch():
 @pytest.mark.parametrize("tile_n, extended", [(128, False), (96, False), (192, False), (16, False),
                                               (112, True), (144, True), (160, True), (224, True)])
 def test_tile_widths_outside_cutes_default_wgmma_shapes_get_the_extended_ones(tile_n, extended):
-    # Without the define CuTe serves a 112-wide tile with seven 16-wide wgmmas (a quarter of the speed).
+    # Without the define CuTe serves a 112-wide tile with seven 16-wide wgmmas a k-step.
     from fused_gemm.generator.int4.spec import Int4Spec
-    etile = (64, 16) if tile_n % 32 else None
+    etile = (64, 16) if tile_n % 32 else None      # CUTLASS's automatic epilogue subtile is 32 wide
     cfg = TileConfig((128, tile_n, 64), (1, 1, 1), "pingpong", "persistent", epilogue_tile=etile)
     assert cfg.extended_wgmma is extended
     swapped = TileConfig((64, tile_n, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True)
@@ -42,6 +42,7 @@ def test_tile_widths_outside_cutes_default_wgmma_shapes_get_the_extended_ones(ti
         assert ("#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in src) is extended, spec.uri
         if extended:
             assert src.index("CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED") < src.index("#include")
+        assert ("static_assert(size<1>(typename CollectiveMainloop::TiledMma::AtomShape_MNK{})" in src) is extended
 
 
 @pytest.mark.parametrize("tile_n, extended", [(192, False), (224, True)])

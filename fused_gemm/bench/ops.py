@@ -150,14 +150,7 @@ def linear_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "bia
     op, launch = select(x, b, act, r, rs, cs, dtype, m, n, k)
     return Case([ours(s) for s in sets], baselines, 2.0 * m * n * k,
                 2.0 * (m * k + n * k + m * n * (2 if ep.residual else 1)), 2.0 * n * k, check,
-                kernel=f"{op.spec.config.name} {launch_name(launch)}")
-
-
-def launch_name(launch) -> str:
-    import dataclasses
-    diff = [f"{f.name}={getattr(launch, f.name)}" for f in dataclasses.fields(launch)
-            if f.init and getattr(launch, f.name) != f.default]
-    return ",".join(diff) or "default"
+                kernel=f"{op.spec.config.name} {launch.label}")
 
 
 # -- the gated MLP (SwiGLU) ---------------------------------------------------------------------------
@@ -193,7 +186,7 @@ def gated_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "silu
     from ..gated.api import select as gated_select
     op, launch = gated_select(sets[0][0], None, None, epilogue, None, dtype, m, 2 * n, k)
     return Case(ours, baselines, 4.0 * m * n * k, 2.0 * (m * k + 2 * n * k + m * n), 4.0 * n * k, check,
-                kernel=f"{op.spec.config.name} {launch_name(launch)}")
+                kernel=f"{op.spec.config.name} {launch.label}")
 
 
 # -- fp8 W8A8 (per-token x per-channel scales) ---------------------------------------------------------
@@ -231,7 +224,7 @@ def fp8_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "row_sc
     op, launch = fp8_select(sets[0][2], False, False, None, None, None, torch.bfloat16, False, m, n, k)
     promo = f"_promo{op.spec.promotion}" if op.spec.promotion != FP8_PROMOTION else ""
     return Case(ours, baselines, 2.0 * m * n * k, m * k + n * k + 2.0 * m * n, 1.0 * n * k, check,
-                kernel=f"{op.spec.config.name}{promo} {launch_name(launch)}", extra={"baseline": "scaled_mm"})
+                kernel=f"{op.spec.config.name}{promo} {launch.label}", extra={"baseline": "scaled_mm"})
 
 
 # -- int4 W4A16 (g = 128, symmetric) ---------------------------------------------------------------------
@@ -367,4 +360,4 @@ def qkv_rope_case(n: int, k: int, m: int, dtype: torch.dtype, epilogue: str = "n
     from ..rope.api import select
     op, launch = select(sets[0][0], None, head_dim, head_dim, "neox", m, n)
     return Case(ours, baselines, 2.0 * m * n * k, 2.0 * (m * k + n * k + m * n), 2.0 * n * k, check,
-                kernel=f"{op.spec.uri} {launch_name(launch)}")
+                kernel=f"{op.spec.uri} {launch.label}")

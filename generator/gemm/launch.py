@@ -2,7 +2,7 @@
 so the heuristics table, the presets and the CLI can name them without importing the runtime."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Tuple
 
 RASTER = {"heuristic": 0, "along_m": 1, "along_n": 2}
@@ -37,6 +37,25 @@ class LaunchOptions:
         object.__setattr__(self, "abi", (self.splits, self.swizzle, RASTER[self.raster],
                                          DECOMPOSITION[self.decomposition], REDUCTION[self.reduction],
                                          int(bool(self.pdl))))
+
+    @property
+    def label(self) -> str:
+        """The fields that differ from the defaults, 'swizzle=2,pdl=True' ('default' for none): what the
+        benchmarks print, and what ``from_label`` reads back."""
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                        if f.init and getattr(self, f.name) != f.default) or "default"
+
+    @classmethod
+    def from_label(cls, text: str) -> "LaunchOptions":
+        kinds = {f.name: type(f.default) for f in fields(cls) if f.init}
+        kw = {}
+        for item in filter(None, text.split(",")) if text != "default" else ():
+            name, _, value = item.partition("=")
+            if name not in kinds:
+                raise ValueError(f"launch option {name!r} is not one of {list(kinds)}")
+            kind = kinds[name]
+            kw[name] = value in ("1", "True", "true") if kind is bool else kind(value)
+        return cls(**kw)
 
 
 DEFAULT_LAUNCH = LaunchOptions()

@@ -46,9 +46,10 @@ def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf
 EXTENDED_WGMMA_TEST_CONFIGS = (
     TileConfig((128, 112, 64), (1, 2, 1), "cooperative", "persistent", epilogue_tile=(128, 16)),
     TileConfig((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
+    TileConfig((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
     TileConfig((128, 224, 64), (2, 1, 1), "cooperative", "persistent"),
 )
-EXTENDED_WGMMA_TEST_EPILOGUE = TEST_EPILOGUES[-1]
+EXTENDED_WGMMA_TEST_EPILOGUE = "row_scale+col_scale+bias+silu+residual"   # every step but a_scale / b_scale
 
 
 def _gpu_tests() -> Iterable[GemmSpec]:

@@ -47,9 +47,9 @@ B_LAYOUTS = ("nk", "kn")                   # nn.Linear weight [N,K], or [K,N]
 SCHEDULES = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}
 TILE_SCHEDULERS = {"persistent": "persist", "stream_k": "streamk"}
 # The wgmma N sizes CuTe's MMA selectors (cute/arch/mma_sm90.hpp) pick by default.  Any other tile N
-# (112, 144, 224, ...) they serve with the largest of these that divides it, 16 or 32 wide (7 wgmmas of
-# N = 16 for a 112-wide tile: a quarter of the speed, perf/results/h200_mid_m_tiles.txt), unless the
-# kernel defines CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: TileConfig.extended_wgmma.
+# (112, 144, 224, ...) they serve with the largest of these that divides it, 8 to 32 wide (seven wgmmas of
+# N = 16 a k-step for a 112-wide tile: half to three quarters of the speed, perf/results/h200_mid_m_tiles.txt),
+# unless the kernel defines CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: TileConfig.extended_wgmma.
 STANDARD_WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
 
 # Order of the pipeline the recipe describes: D = act(alpha*row*col*acc + bias) + beta*C, where
