@@ -41,8 +41,8 @@ def fp8_linear_specs(epilogue: str = "row_scale+col_scale", out_dtype: str = "bf
             for rule in FP8_RULES[fast_accum]]
 
 
-# Tiles whose N needs CuTe's extended wgmma shapes (TileConfig.extended_wgmma), one per schedule and
-# epilogue subtile the tuned tables use: tests/test_gpu.py runs them with every epilogue step.
+# Tiles whose N needs CuTe's extended wgmma shapes (TileConfig.extended_wgmma), one per width, schedule and
+# epilogue subtile the tuned tables use: tests/test_gpu.py runs them with scales, bias, activation and residual.
 EXTENDED_WGMMA_TEST_CONFIGS = (
     TileConfig((128, 112, 64), (1, 2, 1), "cooperative", "persistent", epilogue_tile=(128, 16)),
     TileConfig((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
