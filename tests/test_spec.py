@@ -355,3 +355,17 @@ def test_attention_sm80_specs_render_example_41_and_leave_sm90_alone():
     assert "kNumMmaWarpGroups, _2>" in render(AttentionSpec(head_dim=64))
     with pytest.raises(SpecError, match="not supported by the attention family"):
         AttentionSpec(arch="sm100a")
+
+
+@pytest.mark.parametrize("text", ["default", "swizzle=2,pdl=True", "splits=3,raster=along_m,decomposition=split_k"])
+def test_launch_labels_round_trip(text):
+    from fused_gemm.generator import LaunchOptions
+    assert LaunchOptions.from_label(text).label == text
+
+
+@pytest.mark.parametrize("text, fragment", [("swizle=2", "swizle"), ("swizzle=3", "swizzle"),
+                                            ("raster=diagonal", "raster")])
+def test_bad_launch_labels_name_the_option(text, fragment):
+    from fused_gemm.generator import LaunchOptions
+    with pytest.raises(ValueError, match=fragment):
+        LaunchOptions.from_label(text)
