@@ -9,8 +9,8 @@ import torch.nn.functional as F
 import fused_gemm
 from fused_gemm import jit
 from fused_gemm.generator import Epilogue
-from fused_gemm.generator.gemm.presets import (EXTENDED_WGMMA_TEST_CONFIGS, EXTENDED_WGMMA_TEST_EPILOGUE, STREAM_K,
-                                              TEST_EPILOGUES)
+from fused_gemm.generator.gemm.presets import (EXTENDED_WGMMA_TEST_CONFIGS, EXTENDED_WGMMA_TEST_EPILOGUE,
+                                              SPLIT_K_TEST_CONFIG, STREAM_K, TEST_EPILOGUES)
 
 pytestmark = pytest.mark.gpu
 
@@ -349,6 +349,30 @@ def test_stream_k_launch_options(launch):
     g = operands(ep, (3,), 4096, 4096, torch.bfloat16)
     got = op(g["x"], g["weight"], g["bias"], launch=launch)
     assert_close(got, reference(ep, **g), torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [1, 7, 129, 255])
+def test_split_reduction_matches_float64_and_is_deterministic(m):
+    """Split-K and stream-K on the tables' split-K tile: 2-8 splits and stream-K, both reduction modes,
+    partial tiles in M, N and K (1344 x 8000 on 128 x 64 x 128 tiles); outputs NaN-poisoned first.  The
+    deterministic reduction (the default) gives the same bits on every call."""
+    spec = fused_gemm.GemmSpec("bf16", epilogue="bias+gelu_tanh", config=SPLIT_K_TEST_CONFIG)
+    op = fused_gemm.compile(spec)
+    ep = spec.epilogue
+    g = operands(ep, (m,), 1344, 8000, torch.bfloat16)
+    ref = reference(ep, **g)
+    for reduction in ("deterministic", "nondeterministic"):
+        launches = [fused_gemm.LaunchOptions(splits=s, decomposition="split_k", reduction=reduction, pdl=True)
+                    for s in (2, 3, 5, 8)] + [fused_gemm.LaunchOptions(decomposition="stream_k", reduction=reduction)]
+        for launch in launches:
+            outs = []
+            for _ in range(3 if reduction == "deterministic" else 1):
+                out = torch.full((m, 1344), float("nan"), dtype=torch.bfloat16, device="cuda")
+                op(g["x"], g["weight"], g["bias"], out=out, launch=launch)
+                outs.append(out)
+            assert_close(outs[0], ref, torch.bfloat16)
+            for again in outs[1:]:
+                assert torch.equal(again, outs[0]), f"{launch.label}: two calls differ"
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ TEST_EPILOGUES = [
     "bias+gelu_tanh+residual", "row_scale+col_scale", "row_scale+col_scale+bias+silu+residual",
 ]
 STREAM_K = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
+SPLIT_K_TEST_CONFIG = TileConfig((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)  # the tables' split-K tile
 DECODE_TEST_CONFIG = DecodeConfig(16, 4, 1)   # the decode kernel every epilogue is tested on
 
 
@@ -63,6 +64,7 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield from linear_specs("bf16", "none", out_dtype="fp32")         # out_dtype=torch.float32
     yield GemmSpec("fp16", b_layout="kn", epilogue="bias+relu")
     yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=STREAM_K)
+    yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=SPLIT_K_TEST_CONFIG)
     yield GemmSpec("bf16", epilogue="bias", config=STREAM_K)          # the concurrent-streams test
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
 
