@@ -95,6 +95,13 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # 96x128 for 6144 x 4096, both 2x1 clusters along the weight's N)
     Candidate(T((128, 112, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
     Candidate(T((128, 96, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 32)), 128, 2048, _GRID),
+    # cuBLAS's picks at the weakest mid-M cells on an H200 (CUPTI, 2026-11-28; weight side first): 80x128 for
+    # 1280 x 8192 at M = 512-1024 and 4608 x 3584 at M = 256, 144x128 in pairs along M for 4608 x 3584 at
+    # M = 512 and 18944 x 3584 at M = 256, 192x128 cooperative in pairs along M for 6144 x 4096 at M = 512
+    Candidate(T((128, 80, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 80, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 144, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)), 128, 2048, _GRID),
+    Candidate(T((128, 192, 64), (2, 1, 1), "cooperative", "persistent"), 256, 8192, _GRID),
     Candidate(T((128, 192, 64), (1, 2, 1), "cooperative", "persistent"), 256, 8192, _GRID),
     # mid M where the grid is one wave of one tile per CTA (4096 x 4096 at M = 512, 14336 x 4096 at M = 256):
     # a pingpong CTA then has one warpgroup idle; cooperative ones split the tile over both
