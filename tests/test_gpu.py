@@ -84,7 +84,7 @@ def test_every_epilogue_matches_float64(dtype, epilogue, m):
 @pytest.mark.parametrize("config", EXTENDED_WGMMA_TEST_CONFIGS, ids=lambda c: c.name)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_tiles_on_extended_wgmma_shapes_match_float64(dtype, config):
-    """112-, 144- and 224-wide tiles (one wgmma that wide a k-step) with row and column scales, bias,
+    """80-, 112-, 144- and 224-wide tiles (one wgmma that wide a k-step) with row and column scales, bias,
     activation, residual, alpha and beta, at odd M and an N that ends in a partial tile; outputs NaN-poisoned
     first."""
     from fused_gemm.generator import GemmSpec

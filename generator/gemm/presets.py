@@ -49,6 +49,7 @@ EXTENDED_WGMMA_TEST_CONFIGS = (
     TileConfig((128, 112, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
     TileConfig((128, 144, 64), (1, 2, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
     TileConfig((128, 224, 64), (2, 1, 1), "cooperative", "persistent"),
+    TileConfig((128, 80, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 16)),
 )
 EXTENDED_WGMMA_TEST_EPILOGUE = "row_scale+col_scale+bias+silu+residual"   # every step but a_scale / b_scale
 

@@ -71,9 +71,9 @@ SM90_BF16: Tuple[Candidate, ...] = (
     Candidate(T((64, 32, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 1, 64, _DECODE),
     Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True), 16, 128, _DECODE),
     # ... and the same tile without swap-AB, tokens on the 64-row side: cuBLAS's tile (nvjet 64x64, 13 stages) for
-    # narrow or long-K weights at M = 128-256 (H200, x torch.mm: 3584 x 3584 at M = 128 0.97 against 0.87 for the
-    # swap-AB tile, 3584 x 8192 0.94 against 0.83, 1280 x 8192 at M = 256 0.90 against 0.79;
-    # perf/results/h200_narrow_tiles.txt)
+    # narrow or long-K weights at M = 64-128 (H200, x torch.mm at M = 128: 3584 x 3584 0.97 against 0.87 for the
+    # swap-AB tile, 3584 x 8192 0.94 against 0.83 for the table's 64x96 ping-pong; it also won 1280 x 8192 at
+    # M = 256, 0.90 against 0.79; perf/results/h200_narrow_tiles.txt)
     Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent"), 64, 256, _MID),
     Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
