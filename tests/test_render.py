@@ -92,3 +92,19 @@ def test_schedules(schedule, kernel, epi):
 def test_kn_weight_is_row_major_b():
     src = render(GemmSpec("bf16", b_layout="kn"))
     assert "using LayoutB = cutlass::layout::RowMajor" in src
+
+
+def test_split_k_parallel_kernels_store_fp32_partials_and_reduce_with_the_epilogue():
+    """The batched GEMM's epilogue is alpha * acc into fp32 (no C, no vectors); the reduction's Output
+    carries the spec's epilogue, and the library's launcher is the split-K one."""
+    config = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True)
+    spec = GemmSpec("fp16", epilogue="row_scale+col_scale+bias+silu+residual", config=config)
+    src = render(spec)
+    assert "using ElementD = float;" in src and "using ElementC = void;" in src
+    assert "Sm90ColBroadcast" not in src and "Sm90RowBroadcast" not in src and "Sm90SrcFetch" not in src
+    assert "fused_gemm::split_k_parallel::arguments<FgKernel>" in src
+    assert "cutlass::half_t, cutlass::half_t, cutlass::half_t, cutlass::epilogue::thread::SiLu<float>" in src
+    assert "using Launcher = fused_gemm::split_k_parallel::Launcher<FgKernel>;" in src
+    assert '#include "fused_gemm/splitk/sm90_split_k_parallel.hpp"' in src
+    assert "sm90_exports.inl" not in src
+    assert spec.csrc_includes == ("splitk",) and "_splitkpar_swapab_" in spec.uri

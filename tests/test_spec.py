@@ -55,6 +55,10 @@ def test_uri_names_every_parameter():
     ({"b_layout": "mn"}, "b_layout"),
     ({"arch": "sm80"}, "planned"),
     ({"arch": "sm75"}, "not supported"),
+    ({"a_dtype": "e4m3", "config": TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel")},
+     "16-bit"),
+    ({"epilogue": "a_scale", "config": TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel")},
+     "per-tensor"),
 ])
 def test_bad_specs_raise(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment):

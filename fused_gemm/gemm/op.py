@@ -25,6 +25,9 @@ PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bi
               "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
               "reserved", "workspace", "workspace_bytes", "stream")
 
+# split_k_parallel (csrc/fused_gemm/splitk): a K slice is a multiple of 8 elements (kSliceAlign), and the
+# reduction owns 4 outputs of a row a thread (kVector)
+SLICE_ALIGN, REDUCE_VECTOR = 8, 4
 # The epilogue steps each scale argument serves: a vector, or one value on the GPU (per-tensor).
 _SCALE_STEPS = {"row_scale": ("row_scale", "a_scale"), "col_scale": ("col_scale", "b_scale")}
 _grad_enabled = torch.is_grad_enabled
@@ -62,7 +65,10 @@ class GemmOp(KernelOp):
         self._out_size = self._out_dtype.itemsize
         self._res_size = self._res_dtype.itemsize
         self._bias_size = self._bias_dtype.itemsize
-        self._stream_k = not spec.decode and spec.config.scheduler == "stream_k"
+        # Kernels with a workspace from the caching allocator: stream-K's tile barriers and partials, split-K's
+        # fp32 partials (the library sizes it).
+        self._split_k = spec.split_k_parallel
+        self._workspace_kernel = self._split_k or (not spec.decode and spec.config.scheduler == "stream_k")
         # The decode kernel reads nothing before griddepcontrol.wait but L2 prefetches: PDL is safe
         # after any kernel, so it is its default (the wgmma kernels take it per call).
         self._decode_tokens = spec.config.tokens if spec.decode else 0
@@ -143,6 +149,8 @@ class GemmOp(KernelOp):
             raise TypeError(f"launch must be a fused_gemm.LaunchOptions, got {type(launch).__name__}")
         if self._decode_tokens:
             self._check_decode(M, launch)
+        elif self._split_k:
+            self._check_split(N, K, launch)
         if launch.pdl and not self._supports_pdl:
             raise ValueError(f"launch.pdl=True, but {self.spec.uri} was built without grid-dependency control "
                              "(GemmSpec(pdl=False)); launch without PDL or use a pdl=True build")
@@ -216,7 +224,7 @@ class GemmOp(KernelOp):
                 self._check_aliasing(M, N, K, a_ptr, lda, b_ptr, ldb, b_rows, b_cols, c_ptr, ldc, d_ptr, ldd,
                                      bias_ptr, row_ptr, col_ptr)
         ws_ptr = ws_bytes = 0
-        if self._stream_k:   # kept alive (by this frame) until the launch is on the stream
+        if self._workspace_kernel:   # kept alive (by this frame) until the launch is on the stream
             workspace = self._workspace((M, N, K, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, d_ptr, ldd, bias_ptr, row_ptr,
                                          col_ptr, alpha, beta), launch, dev)
             if workspace is not None:
@@ -233,8 +241,16 @@ class GemmOp(KernelOp):
         if launch is not self._default_launch:   # the default needs no check (the decode hot path)
             self.check_decode_launch(launch)
 
+    def _check_split(self, N: int, K: int, launch: LaunchOptions) -> None:
+        if launch.splits > 1 and (K % launch.splits or K // launch.splits % SLICE_ALIGN):
+            raise ValueError(f"launch.splits={launch.splits} must cut K = {K} into equal slices of a multiple of "
+                             f"{SLICE_ALIGN} elements (16-byte aligned, for TMA); splits=1 picks a count that does")
+        if N % REDUCE_VECTOR:
+            raise ValueError(f"weight gives N = {N}: a split_k_parallel kernel's reduction needs N a multiple of "
+                             f"{REDUCE_VECTOR}")
+
     def _workspace(self, fields, launch: LaunchOptions, dev: int) -> Optional[torch.Tensor]:
-        """Stream-K's workspace, from the caching allocator on this stream: stream-ordered and
+        """Stream-K's or split-K's workspace, from the caching allocator on this stream: stream-ordered and
         capture-safe (inside a capture it comes from the graph's pool, which the graph keeps)."""
         key = (fields[0], fields[1], fields[2], launch, dev)   # the size depends on the SM count
         need = self._ws_sizes.get(key)

@@ -21,6 +21,12 @@ TEST_EPILOGUES = [
 ]
 STREAM_K = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
 SPLIT_K_TEST_CONFIG = TileConfig((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)  # the tables' split-K tile
+# Split-K with a separate reduction, without and with swap-AB (the tuning space's tiles): tests/test_gpu.py runs
+# them with every epilogue step, odd M, slices with partial k-tiles and forced and automatic split counts.
+SPLIT_K_PARALLEL_TEST_CONFIGS = (
+    TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel"),
+    TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True),
+)
 DECODE_TEST_CONFIG = DecodeConfig(16, 4, 1)   # the decode kernel every epilogue is tested on
 
 
@@ -58,7 +64,7 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     for dtype in ("bf16", "fp16"):
         for ep in TEST_EPILOGUES:
             yield from linear_specs(dtype, ep)
-        for config in EXTENDED_WGMMA_TEST_CONFIGS:
+        for config in EXTENDED_WGMMA_TEST_CONFIGS + SPLIT_K_PARALLEL_TEST_CONFIGS:
             yield GemmSpec(dtype, epilogue=EXTENDED_WGMMA_TEST_EPILOGUE, config=config)
     yield from linear_specs("bf16", "bias+residual", out_dtype="fp32")
     yield from linear_specs("bf16", "bias+residual")                  # in-place residual, torch.compile MLP
@@ -170,5 +176,7 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
         GemmSpec("bf16", out_dtype="fp32", epilogue="row_scale+col_scale+bias+silu+residual",
                  config=TileConfig((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32))),
         GemmSpec("fp16", epilogue="row_scale+col_scale+bias+silu+residual", config=DECODE_TEST_CONFIG),
+        # split-K into fp32 partials (swap-AB) and the reduction kernel with every epilogue step
+        GemmSpec("bf16", epilogue="row_scale+col_scale+bias+silu+residual", config=SPLIT_K_PARALLEL_TEST_CONFIGS[1]),
     ],
 }

@@ -1,11 +1,11 @@
 """The GEMM family's template variables: operands after swap-AB, schedules, the epilogue tree."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict
 
 from .evt import THREAD_FUNCTORS, build_tree
-from .spec import DTYPES, GemmSpec
+from .spec import DTYPES, Epilogue, GemmSpec
 
 ROW, COL = "cutlass::layout::RowMajor", "cutlass::layout::ColumnMajor"
 
@@ -25,6 +25,7 @@ FP8_FAST_ACCUM = "FP8FastAccum"
 TILE_SCHEDULERS = {
     "persistent": "cutlass::gemm::PersistentScheduler",
     "stream_k": "fused_gemm::StreamKScheduler",  # CUTLASS's, fixed for PDL (csrc/fused_gemm/gemm/sm90_stream_k.hpp)
+    "split_k_parallel": "cutlass::gemm::PersistentScheduler",   # over the batch of K slices (GemmSpec.split_k_parallel)
 }
 
 
@@ -64,7 +65,8 @@ def formula(spec: GemmSpec) -> str:
 
 
 def template(spec: GemmSpec) -> str:
-    return f"gemm/gemm_{'decode_' if spec.decode else ''}{spec.arch[:4]}.cu.j2"
+    kind = "decode_" if spec.decode else "split_k_parallel_" if spec.split_k_parallel else ""
+    return f"gemm/gemm_{kind}{spec.arch[:4]}.cu.j2"
 
 
 def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
@@ -86,15 +88,26 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
     if spec.fast_accum:
         kernel_schedule += FP8_FAST_ACCUM
+    if spec.split_k_parallel:   # the GEMM writes alpha * acc in fp32; the reduction kernel does the rest
+        return dict(_wgmma_context(spec, replace(spec, epilogue=Epilogue(), out_dtype="fp32", residual_dtype=None,
+                                                 bias_dtype=None), kernel_schedule, epilogue_schedule, a, b, layout_cd),
+                    arguments="fused_gemm::split_k_parallel::arguments", output=_decode_context(spec))
+    return _wgmma_context(spec, spec, kernel_schedule, epilogue_schedule, a, b, layout_cd)
+
+
+def _wgmma_context(spec: GemmSpec, stored: GemmSpec, kernel_schedule, epilogue_schedule, a, b, layout_cd
+                   ) -> Dict[str, Any]:
+    """The CUTLASS kernel's variables; ``stored`` is what its epilogue computes and stores (the spec
+    itself, or a split-K kernel's fp32 partials)."""
     return dict(
         cfg=spec.config,
         formula=formula(spec),
-        tree=build_tree(spec),
+        tree=build_tree(stored),
         kernel_a=a,
         kernel_b=b,
         layout_cd=layout_cd,
-        element_c=DTYPES[spec.residual_dtype][0] if spec.epilogue.residual else "void",
-        element_d=DTYPES[spec.out_dtype][0],
+        element_c=DTYPES[stored.residual_dtype][0] if stored.epilogue.residual else "void",
+        element_d=DTYPES[stored.out_dtype][0],
         kernel_schedule=kernel_schedule,
         epilogue_schedule=epilogue_schedule,
         tile_scheduler=TILE_SCHEDULERS[spec.config.scheduler],
@@ -103,4 +116,5 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
         promotion_tiles=spec.promotion_tiles,
         epilogue_tile=("cutlass::epilogue::collective::EpilogueTileAuto" if spec.config.epilogue_tile is None else
                        "Shape<_{}, _{}>".format(*spec.config.epilogue_tile)),
+        arguments="fused_gemm::gemm_arguments",
     )

@@ -45,7 +45,9 @@ ARCHES = ("sm90a",)                        # sm80 and sm100 get their own templa
 PLANNED_ARCHES = ("sm80", "sm100a")
 B_LAYOUTS = ("nk", "kn")                   # nn.Linear weight [N,K], or [K,N]
 SCHEDULES = {"cooperative": "coop", "pingpong": "pp", "warpspecialized": "ws", "auto": "auto"}
-TILE_SCHEDULERS = {"persistent": "persist", "stream_k": "streamk"}
+# split_k_parallel: K cut into slices that one batched launch multiplies into fp32 partials, then a reduction
+# kernel that sums them and applies the epilogue (csrc/fused_gemm/splitk; any schedule, unlike stream-K's).
+TILE_SCHEDULERS = {"persistent": "persist", "stream_k": "streamk", "split_k_parallel": "splitkpar"}
 # The wgmma N sizes CuTe's MMA selectors (cute/arch/mma_sm90.hpp) pick by default.  Any other tile N
 # (112, 144, 224, ...) they serve with the largest of these that divides it, 8 to 32 wide (seven wgmmas of
 # N = 16 a k-step for a 112-wide tile: half to three quarters of the speed, perf/results/h200_mid_m_tiles.txt),
@@ -291,6 +293,12 @@ class GemmSpec:
                                 f"{FP8_PROMOTIONS} and a multiple of the {mmas} a k-tile issues")
         elif self.fast_accum:
             raise SpecError(f"fast_accum is an fp8 mainloop option; A={a} has none")
+        if self.split_k_parallel:
+            if DTYPES[a][1] != 16:
+                raise SpecError(f"split_k_parallel kernels multiply 16-bit operands (bf16, fp16), not {a}")
+            if self.epilogue.a_scale or self.epilogue.b_scale:
+                raise SpecError(f"epilogue {self.epilogue.name!r}: the split-K reduction takes row_scale/col_scale "
+                                "vectors, not per-tensor scales (fold one into alpha)")
         if self.promotion != FP8_PROMOTION and a != "e4m3":
             raise SpecError(f"promotion is an fp8 mainloop option; A={a} has none")
 
@@ -310,6 +318,12 @@ class GemmSpec:
     def decode(self) -> bool:
         """The decode kernel (a DecodeConfig), not a wgmma GEMM."""
         return isinstance(self.config, DecodeConfig)
+
+    @property
+    def split_k_parallel(self) -> bool:
+        """K slices into fp32 partials, summed by a reduction kernel that applies the epilogue
+        (csrc/fused_gemm/splitk/sm90_split_k_parallel.hpp)."""
+        return not self.decode and self.config.scheduler == "split_k_parallel"
 
     @property
     def promotion_tiles(self) -> Optional[int]:
@@ -337,13 +351,14 @@ class GemmSpec:
     @property
     def own_headers(self) -> Tuple[str, ...]:
         """Headers of ours (under csrc/) this kernel includes besides its family's: the EVT nodes for
-        scales read on the GPU and for vectors read ahead, the fp8 mainloop."""
+        scales read on the GPU and for vectors read ahead, the fp8 mainloop, the split-K reduction."""
         if self.decode:
             return ()
         ep = self.epilogue
         needed = (("fused_gemm/evt/sm90_device_scalar.hpp", ep.a_scale or ep.b_scale),
                   ("fused_gemm/evt/sm90_prefetched_vector.hpp", self.vectors_ahead),
-                  ("fused_gemm/fp8/sm90_fp8_promotion.hpp", bool(self.promotion_tiles)))
+                  ("fused_gemm/fp8/sm90_fp8_promotion.hpp", bool(self.promotion_tiles)),
+                  ("fused_gemm/splitk/sm90_split_k_parallel.hpp", self.split_k_parallel))
         return tuple(header for header, on in needed if on)
 
     @property

@@ -47,6 +47,8 @@ _GEMV = (L(pdl=True), L(splits=2, pdl=True), L(splits=4, pdl=True))
 _SPLIT = (L(pdl=True), L(decomposition="stream_k", pdl=True), L(decomposition="data_parallel", pdl=True),
           L(splits=2, decomposition="split_k", pdl=True), L(splits=3, decomposition="split_k", pdl=True),
           L(splits=4, decomposition="split_k", pdl=True))
+# Split-K with a separate reduction: its own count (one wave of CTAs), or forced
+_SPLIT_K_PARALLEL = (L(pdl=True),) + tuple(L(splits=s, pdl=True) for s in (2, 3, 4, 6, 8, 12, 16))
 _STREAM_K = (L(decomposition="stream_k"), L(), L(decomposition="data_parallel"), L(decomposition="stream_k", swizzle=4),
              L(splits=2, decomposition="split_k"), L(splits=3, decomposition="split_k"))
 
@@ -75,6 +77,16 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # swap-AB tile, 3584 x 8192 0.94 against 0.83 for the table's 64x96 ping-pong; it also won 1280 x 8192 at
     # M = 256, 0.90 against 0.79; perf/results/h200_narrow_tiles.txt)
     Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent"), 64, 256, _MID),
+    # ... and that tile over slices of K into fp32 partials, a reduction kernel applying the epilogue after
+    # (GemmSpec.split_k_parallel): cuBLAS's recipe where a narrow weight with a long K leaves most SMs idle
+    # (Llama-3-70B TP8's 1280 x 8192 at M = 64: 20 tiles; cuBLAS runs a 64x64 split-K kernel and a reduction,
+    # 6.3 + 2.2 us, against 12 us for our best stream-K kernel; perf/results/h200_split_k.txt).  Any tile
+    # schedule serves, unlike stream-K's cooperative-only split: also with swap-AB at small M, and a 128x128
+    # ping-pong tile where a mid-M grid is still short of a wave.
+    Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel"), 32, 256, _SPLIT_K_PARALLEL),
+    Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True), 16, 64,
+              _SPLIT_K_PARALLEL),
+    Candidate(T((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel"), 256, 2048, _SPLIT_K_PARALLEL),
     Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
     Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _MID),

@@ -105,6 +105,8 @@ class Int4Spec:
         if not cfg.swap_ab:
             raise SpecError("int4 kernels need config.swap_ab=True: the mixed-input mainloop converts its A "
                             "operand in registers, so the weight is A and the kernel computes D^T = W . X^T")
+        if cfg.scheduler == "split_k_parallel":
+            raise SpecError("int4 kernels have no split_k_parallel path (persistent or stream_k schedulers)")
         if cfg.tile[2] not in TILE_K:
             raise SpecError(f"int4 tile K {cfg.tile[2]} must be one of {TILE_K} (it must divide the group size)")
         if cfg.schedule == "auto" or cfg.epilogue_tile is not None:
