@@ -279,6 +279,28 @@ def test_heuristic_is_the_fallback_for_untuned_shapes():
     assert heuristics.pick("sm90a", 1).config.swap_ab
 
 
+@pytest.mark.parametrize("m, n, k, split", [
+    (64, 2304, 16384, True), (64, 3584, 4096, True), (128, 2560, 8192, True), (256, 1536, 4096, True),
+    (16, 1280, 8192, False),     # decode sizes keep their row
+    (64, 4096, 4096, False),     # wide enough to fill the GPU
+    (128, 3584, 8192, False),
+    (64, 1280, 2048, False),     # K too short to split
+    (512, 1280, 8192, False),
+])
+def test_narrow_long_k_weights_fall_back_to_split_k(m, n, k, split):
+    rule = heuristics.pick_for_shape("sm90a", m, n, k)
+    assert (rule.config.scheduler == "split_k_parallel") == split
+    if not split:
+        assert rule == heuristics.pick("sm90a", m)
+    assert m <= rule.max_m
+
+
+def test_linear_warmup_set_holds_the_narrow_rows():
+    from fused_gemm.generator.gemm.presets import gpu_linear_specs
+    configs = {s.config for s in gpu_linear_specs("no-such-gpu")}
+    assert {row.config for row in heuristics.NARROW_RULES["sm90a"]} <= configs
+
+
 def test_attention_sweep_cases_refuse_an_unknown_option_column():
     """The attention-shaped sweep ops read their option from the epilogue column: a wrong one is
     refused, naming what it takes, before any tensor is made."""

@@ -62,14 +62,17 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
 tuned_tables_enabled = tuned.tables_enabled
 
 
-def gemm_rule(x, dtype: str, n: int, k: int, bucket: int) -> heuristics.Rule:
+def gemm_rule(x, dtype: str, n: int, k: int, bucket: int, narrow: bool = False) -> heuristics.Rule:
     """The tile config and launch options for (dtype, N, K, M bucket) on x's GPU: the tuned table's
-    entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too)."""
+    entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too); with
+    ``narrow`` (linear's own kernels), the heuristic's split-K rows for narrow long-K weights first."""
     m = M_BUCKETS[bucket]
     rule = None
     if tuned_tables_enabled():
         rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), dtype, n, k, m)
-    return rule if rule is not None else heuristics.pick("sm90a", m)
+    if rule is not None:
+        return rule
+    return heuristics.pick_for_shape("sm90a", m, n, k) if narrow else heuristics.pick("sm90a", m)
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
@@ -85,7 +88,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
                             activation=act, residual=residual_dtype is not None)
         a_dtype = dtype_name("x", dtype)
-        rule = gemm_rule(x, a_dtype, n, k, bucket)
+        rule = gemm_rule(x, a_dtype, n, k, bucket, narrow=True)
         spec = GemmSpec(a_dtype, out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)

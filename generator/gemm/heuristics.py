@@ -38,6 +38,32 @@ SM90_RULES: Tuple[Rule, ...] = (
 RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 
 
+@dataclass(frozen=True)
+class NarrowRule:
+    """A row for a weight too narrow (N rows) for the M row's tile to fill the GPU, with a K long enough to
+    split: ``linear`` takes it before SM90_RULES for shapes its GPU's tuned table lacks.  Rows are tried in
+    order; M is the call's bucket (tuned.M_BUCKETS), as for the tables."""
+    min_m: int
+    max_m: int
+    max_n: int
+    min_k: int
+    config: TileConfig
+    launch: LaunchOptions = LaunchOptions(pdl=True)
+
+
+# Split-K with a separate reduction (splits=1: the most K slices that fit one wave).  H200, linear(bias,
+# gelu_tanh) against torch.mm, untabled weights (Llama-3-405B TP8 qkv 2304x16384, Llama-3-70B TP4 qkv 2560x8192,
+# Llama-3-8B TP4 qkv 1536x4096; perf/results/h200_split_k_parallel.txt, section F), this row / SM90_RULES' row:
+#   M = 64: 0.96 / 0.82, 1.03 / 0.97, 1.26 / 1.00 (and the tables' Llama-3-70B TP8 qkv, 1280x8192: 1.15 / 0.88);
+#   M = 128: 1.02 / 0.38, 1.04 / 0.46, 0.92 / 0.41; M = 256: 0.74 / 0.43, 0.96 / 0.62, 0.84 / 0.44.
+# Wider weights (3584 rows at M = 128-256) did better on a persistent tile in the tuner's runs: no row for them.
+NARROW_RULES: Dict[str, Tuple[NarrowRule, ...]] = {"sm90a": (
+    NarrowRule(17, 64, 3584, 4096,
+               TileConfig((64, 64, 128), (4, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True)),
+    NarrowRule(65, 256, 2560, 4096, TileConfig((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel")),
+)}
+
+
 def first_row(rules: Tuple[Rule, ...], m: int) -> int:
     """Index of the first rule that serves M tokens (any family's table: the last covers every M)."""
     for i, rule in enumerate(rules):
@@ -52,6 +78,14 @@ def row_index(arch: str, m: int) -> int:
 
 def pick(arch: str, m: int) -> Rule:
     return RULES[arch][row_index(arch, m)]
+
+
+def pick_for_shape(arch: str, m: int, n: int, k: int) -> Rule:
+    """``linear``'s row for M (a bucket) on an [n, k] weight: a NARROW_RULES row that serves it, else pick's."""
+    for row in NARROW_RULES[arch]:
+        if row.min_m <= m <= row.max_m and n <= row.max_n and k >= row.min_k:
+            return Rule(row.max_m, row.config, row.launch)
+    return pick(arch, m)
 
 
 # -- fp8 (e4m3 x e4m3, W8A8): its own table, keyed by fast accumulation (GemmSpec.fast_accum) ------

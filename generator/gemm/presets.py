@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, List
 
 from ..gemv import DecodeConfig
 from . import tuned, tuning_space
-from .heuristics import FP8_RULES, RULES
+from .heuristics import FP8_RULES, NARROW_RULES, RULES
 from .spec import FP8_PROMOTION, Epilogue, GemmSpec, TileConfig
 
 # Every activation once (with bias), plus residual, scales and everything together.
@@ -119,7 +119,7 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
     table = tuned.load(gpu)
     configs = [e.config for e in table.entries if e.op == "linear" and e.dtype == dtype] if table else []
     if not tuned_only:
-        configs += [rule.config for rule in RULES["sm90a"]]
+        configs += [rule.config for rule in RULES["sm90a"]] + [row.config for row in NARROW_RULES["sm90a"]]
     return [GemmSpec(dtype, out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
                      epilogue=Epilogue.parse(epilogue), config=c) for c in dict.fromkeys(configs)]
 

@@ -83,10 +83,18 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # 6.3 + 2.2 us, against 12 us for our best stream-K kernel; perf/results/h200_split_k.txt).  Any tile
     # schedule serves, unlike stream-K's cooperative-only split: also with swap-AB at small M, and a 128x128
     # ping-pong tile where a mid-M grid is still short of a wave.
-    Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel"), 32, 256, _SPLIT_K_PARALLEL),
+    # At M = 64 half a CTA's bytes are x's, read again by every weight tile: cuBLAS's split-K kernels there run in
+    # clusters (nvjet 64x64 4x1 at M = 64, 4x2 at M = 128), so that one load of an x tile feeds four weight
+    # tiles (and one weight tile two token tiles).
+    # (Without swap-AB, the tile alone or in 1x4 clusters never won a cell: perf/results/h200_split_k_parallel.txt.)
+    Candidate(T((64, 64, 128), (2, 2, 1), "warpspecialized", "split_k_parallel"), 128, 256, _SPLIT_K_PARALLEL),
     Candidate(T((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True), 16, 64,
               _SPLIT_K_PARALLEL),
-    Candidate(T((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel"), 256, 2048, _SPLIT_K_PARALLEL),
+    Candidate(T((64, 64, 128), (4, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True), 16, 64,
+              _SPLIT_K_PARALLEL),
+    # (128x80 ping-pong tiles over K slices, cuBLAS's split-K pick for 1280 x 8192 at M = 512, lost every cell at
+    # M = 512-2048 in both cluster shapes: perf/results/h200_split_k_parallel.txt, section G)
+    Candidate(T((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel"), 128, 2048, _SPLIT_K_PARALLEL),
     Candidate(T((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 1, 16, _SPLIT),
     Candidate(T((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True), 16, 256, _SPLIT),
     Candidate(T((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True), 64, 512, _MID),
