@@ -610,16 +610,22 @@ def test_linear_follows_the_tuned_table_of_this_gpu(tuned_table, monkeypatch):
     assert_close(call_linear(ep, g), reference(ep, **g), torch.bfloat16)
     other = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 256, 768)[0]
     assert other.spec.config == heuristics.pick("sm90a", 5).config
+    h = operands(ep, (5,), 512, 768, torch.float16)   # fp16 takes the bf16 entry (tuned.SHARED_TILES)
+    op16, launch16 = linear_mod.select(h["x"], h["bias"], "gelu_tanh", None, None, None, torch.float16, 5, 512, 768)
+    assert op16.spec.config == config and op16.spec.a_dtype == "fp16" and launch16 == launch
+    assert_close(call_linear(ep, h), reference(ep, **h), torch.float16)
     monkeypatch.setenv("FUSED_GEMM_TUNED", "0")
     linear_mod._selection.clear()
     op = linear_mod.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, 5, 512, 768)[0]
     assert op.spec.config == heuristics.pick("sm90a", 5).config
 
 
-def test_every_kernel_of_this_gpus_tuned_table():
+@pytest.mark.parametrize("call_dtype", ["table", "fp16"])
+def test_every_kernel_of_this_gpus_tuned_table(call_dtype):
     """Each (tile config, launch options) the shipped table of this GPU names, run as the table runs it
     (bias + gelu_tanh, the tuned epilogue) at the smallest cell that names it, with an odd M inside the
-    cell's bucket, against float64; outputs NaN-poisoned first."""
+    cell's bucket, against float64; outputs NaN-poisoned first.  "fp16": the bf16 entries run in fp16, as fp16
+    calls take them (tuned.SHARED_TILES)."""
     from fused_gemm.generator import GemmSpec
     from fused_gemm.generator.gemm import tuned
     table = tuned.load(tuned.gpu_key(torch.cuda.get_device_name()))
@@ -631,6 +637,10 @@ def test_every_kernel_of_this_gpus_tuned_table():
             first.setdefault((e.dtype, e.config, e.launch), e)
     ep = Epilogue.parse("bias+gelu_tanh")
     for (dtype, config, launch), e in first.items():
+        if call_dtype == "fp16":
+            if dtype != "bf16":
+                continue
+            dtype = "fp16"
         torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
         m = e.m if e.m == 1 else e.m - 3
         g = operands(ep, (m,), e.n, e.k, torch_dtype)

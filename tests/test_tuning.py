@@ -47,7 +47,9 @@ def test_table_json_round_trip_and_buckets(tmp_path, monkeypatch):
             entry = next(e for e in table.entries if e.m == want)
             assert (rule.config, rule.launch) == (entry.config, entry.launch), m
         assert tuned.rule_for("h100", "bf16", 4096, 8192, 1) is None      # shape not tuned: heuristic
-        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1) is None
+        # fp16 linear calls take bf16's entry (no fp16 entries here); other ops keep their own dtype's
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1) == tuned.rule_for("h100", "bf16", 4096, 4096, 1)
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1, op="gated") is None
         assert tuned.rule_for("h999", "bf16", 4096, 4096, 1) is None      # no table for this GPU
     finally:
         tuned.load.cache_clear()
@@ -277,6 +279,36 @@ def test_summary_and_plots_from_a_sweep_csv(tmp_path):
 
 def test_heuristic_is_the_fallback_for_untuned_shapes():
     assert heuristics.pick("sm90a", 1).config.swap_ab
+
+
+def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_path, monkeypatch):
+    """Within 1.5x in rows, from M = 64 on, where the entry's tile divides the rows; a split-K entry only for a
+    K as long as NARROW_RULES' and with a split count that fits this K (else the automatic one)."""
+    t64 = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent")
+    t112 = TileConfig((128, 112, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16))
+    split = TileConfig((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel")
+    small = TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)
+    table = tuned.TunedTable("h100", {}, (
+        tuned.Entry("bf16", 4096, 4096, 128, t64, LaunchOptions(swizzle=4), 1.1),
+        tuned.Entry("bf16", 4096, 4096, 16, small, LaunchOptions(pdl=True), 1.1),
+        tuned.Entry("bf16", 14336, 4096, 128, t112, LaunchOptions(pdl=True), 1.0),
+        tuned.Entry("bf16", 1280, 8192, 256, split, LaunchOptions(splits=8, pdl=True), 1.0)))
+    monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
+    (tmp_path / "h100.json").write_text(table.to_json())
+    tuned.load.cache_clear()
+    try:
+        near = tuned.nearest_rule_for
+        assert near("h100", "bf16", 3072, 2048, 100).config == t64            # 1.33x fewer rows, another K
+        assert near("h100", "fp16", 3072, 2048, 100).launch == LaunchOptions(swizzle=4)   # fp16 reads bf16's
+        assert near("h100", "bf16", 3072, 2048, 16) is None                   # decode buckets keep their rules
+        assert near("h100", "bf16", 8192, 4096, 128) is None                  # 2x the rows: too far
+        assert near("h100", "bf16", 12544, 4096, 128).config == t112          # 112 x 112 rows
+        assert near("h100", "bf16", 16384, 4096, 128) is None                 # 112 does not divide 16384
+        assert near("h100", "bf16", 1536, 8192, 256).launch.splits == 8
+        assert near("h100", "bf16", 1536, 4104, 256).launch.splits == 1       # 4104 / 8 is no multiple of 8
+        assert near("h100", "bf16", 1536, 2048, 256) is None                  # too short a K to split
+    finally:
+        tuned.load.cache_clear()
 
 
 @pytest.mark.parametrize("m, n, k, split", [

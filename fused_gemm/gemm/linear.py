@@ -62,17 +62,20 @@ def select(x, bias, activation, residual, row_scale, col_scale, out_dtype, m: in
 tuned_tables_enabled = tuned.tables_enabled
 
 
-def gemm_rule(x, dtype: str, n: int, k: int, bucket: int, narrow: bool = False) -> heuristics.Rule:
+def gemm_rule(x, dtype: str, n: int, k: int, bucket: int, linear_only: bool = False) -> heuristics.Rule:
     """The tile config and launch options for (dtype, N, K, M bucket) on x's GPU: the tuned table's
-    entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too); with
-    ``narrow`` (linear's own kernels), the heuristic's split-K rows for narrow long-K weights first."""
+    entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too).  With
+    ``linear_only`` (linear's own kernels), a weight the table lacks takes its nearest tabled weight's entry
+    (tuned.nearest_rule_for), else the heuristic's split-K rows for narrow long-K weights, before the M rows."""
     m = M_BUCKETS[bucket]
-    rule = None
     if tuned_tables_enabled():
-        rule = tuned.rule_for(tuned.gpu_key(torch.cuda.get_device_name(x.device)), dtype, n, k, m)
-    if rule is not None:
-        return rule
-    return heuristics.pick_for_shape("sm90a", m, n, k) if narrow else heuristics.pick("sm90a", m)
+        gpu = tuned.gpu_key(torch.cuda.get_device_name(x.device))
+        rule = tuned.rule_for(gpu, dtype, n, k, m)
+        if rule is None and linear_only:
+            rule = tuned.nearest_rule_for(gpu, dtype, n, k, m)
+        if rule is not None:
+            return rule
+    return heuristics.pick_for_shape("sm90a", m, n, k) if linear_only else heuristics.pick("sm90a", m)
 
 
 def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
@@ -88,7 +91,7 @@ def _select_miss(x, key) -> Tuple[GemmOp, LaunchOptions]:
         epilogue = Epilogue(row_scale=not no_row_scale, col_scale=not no_col_scale, bias=bias_dtype is not None,
                             activation=act, residual=residual_dtype is not None)
         a_dtype = dtype_name("x", dtype)
-        rule = gemm_rule(x, a_dtype, n, k, bucket, narrow=True)
+        rule = gemm_rule(x, a_dtype, n, k, bucket, linear_only=True)
         spec = GemmSpec(a_dtype, out_dtype=dtype_name("out", out_dtype),
                         residual_dtype=dtype_name("residual", residual_dtype),
                         bias_dtype=dtype_name("bias", bias_dtype), epilogue=epilogue, config=rule.config)

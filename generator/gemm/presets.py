@@ -71,6 +71,7 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield from linear_specs("bf16", "none", out_dtype="fp32")         # out_dtype=torch.float32
     yield GemmSpec("fp16", b_layout="kn", epilogue="bias+relu")
     yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=STREAM_K)
+    yield GemmSpec("fp16", epilogue="bias+gelu_tanh", config=STREAM_K)   # an fp16 call on a bf16 table entry
     yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=SPLIT_K_TEST_CONFIG)
     yield GemmSpec("bf16", epilogue="bias", config=STREAM_K)          # the concurrent-streams test
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
@@ -117,7 +118,8 @@ def gpu_linear_specs(gpu: str, dtype: str = "bf16", epilogue: str = "none", out_
     epilogue: the tuned table's tiles and the heuristic's.  ``fused_gemm.warmup(*gpu_linear_specs(...))``
     builds and prepares them ahead, so that no first call inside a CUDA-graph capture finds one missing."""
     table = tuned.load(gpu)
-    configs = [e.config for e in table.entries if e.op == "linear" and e.dtype == dtype] if table else []
+    shared = tuned.entry_dtypes(dtype)
+    configs = [e.config for e in table.entries if e.op == "linear" and e.dtype in shared] if table else []
     if not tuned_only:
         configs += [rule.config for rule in RULES["sm90a"]] + [row.config for row in NARROW_RULES["sm90a"]]
     return [GemmSpec(dtype, out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
@@ -154,6 +156,14 @@ def tuned_specs(gpu: str) -> list:
                               for e in (table.entries if table else ())))
 
 
+def tuned_fp16_specs(gpu: str) -> list:
+    """The kernels fp16 ``linear`` calls take from a table tuned in bf16 (tuned.SHARED_TILES), with the linear tables'
+    epilogue: an AOT set for fp16 models."""
+    table = tuned.load(gpu)
+    return list(dict.fromkeys(tuned_kernel("linear", "fp16", e.config) for e in (table.entries if table else ())
+                              if e.op == "linear" and e.dtype == "bf16"))
+
+
 def _tune_candidates(dtype: str = "bf16") -> List[GemmSpec]:
     configs = dict.fromkeys(c.config for c in tuning_space.SPACES[("sm90a", dtype)])
     return [GemmSpec(dtype, epilogue="bias+gelu_tanh", config=c) for c in configs]
@@ -164,6 +174,8 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
     # the shipped tables' kernels with the epilogue they were tuned with (an AOT set: CMakeLists.txt)
     "tuned-h100": lambda: tuned_specs("h100"),
     "tuned-h200": lambda: tuned_specs("h200"),
+    "tuned-h100-fp16": lambda: tuned_fp16_specs("h100"),
+    "tuned-h200-fp16": lambda: tuned_fp16_specs("h200"),
     "gpu-tests": lambda: list(_gpu_tests()),
     "gemm-decode-tests": lambda: list(_decode_tests()),
     "bench": lambda: linear_specs("bf16", "bias+gelu_tanh"),

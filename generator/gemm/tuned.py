@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -170,8 +171,70 @@ def load(gpu: str) -> Optional[TunedTable]:
     return TunedTable.from_json(path.read_text()) if path.is_file() else None
 
 
-def rule_for(gpu: str, dtype: str, n: int, k: int, m: int, op: str = "linear") -> Optional[Rule]:
-    """The tuned rule serving this call shape of ``op`` on ``gpu``: the entry of M's bucket, or None
-    (then the op's heuristic decides; a table tuned at a few buckets leaves the others to it)."""
+# A linear call in fp16 takes the bf16 entry of its cell where the table has no fp16 one: wgmma and mma.sync run
+# both at one rate on the same bytes, so a tile choice carries over (the tables are tuned in bf16).
+SHARED_TILES = {"fp16": "bf16"}
+
+
+def entry_dtypes(dtype: str, op: str = "linear") -> Tuple[str, ...]:
+    """The entries' dtypes a call of ``op`` in ``dtype`` reads, first match first."""
+    return (dtype, SHARED_TILES[dtype]) if op == "linear" and dtype in SHARED_TILES else (dtype,)
+
+
+# A linear call on a weight the table lacks takes the entry, at its M bucket, of the tabled weight nearest in rows (then
+# in K) if that one is within this ratio of rows: the tile choice follows the tile count, which the rows set (the
+# tables' picks at M = 128 go from 64x64 tiles up to 4096 rows, to 64x96 / 64x128 pairs up to 8192, to 128x112+ wider).
+# Not for decode buckets (M <= 16: the decode kernel's CTA shape is chosen per weight class), and only where the
+# entry's tile divides the weight's rows: the tables' 112- and 144-wide tiles were picked where they make whole waves,
+# and on 16384 rows a 14336-row weight's 112-wide tile ran at 0.67-0.70x torch.mm against 0.91-0.96x for the
+# heuristic's (H200, 16 weights of five models no table has at M = 1-4096: geomean 0.924x -> 0.977x with both
+# rules; perf/results/h200_split_k_parallel.txt, section J).
+NEAREST_ROWS_RATIO = 1.5
+NEAREST_MIN_BUCKET = 64
+SPLIT_MIN_K = 4096   # a split-K entry serves a neighbour only as long in K (heuristics.NARROW_RULES' bound)
+
+
+def _split_k_parallel(config) -> bool:
+    return isinstance(config, TileConfig) and config.scheduler == "split_k_parallel"
+
+
+def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
+    """linear's rule for an [n, k] weight the table of ``gpu`` lacks: the entry of the nearest tabled weight (see
+    NEAREST_ROWS_RATIO) at M's bucket, or None.  A split-K entry's forced count falls back to the automatic one
+    (splits=1) where it does not cut this K into 8-element multiples."""
     table = load(gpu)
-    return table.rule_at(dtype, n, k, M_BUCKETS[bucket_of(m)], op) if table is not None else None
+    if table is None:
+        return None
+    bucket = M_BUCKETS[bucket_of(m)]
+    if bucket < NEAREST_MIN_BUCKET:
+        return None
+    for entry_dtype in entry_dtypes(dtype):
+        cells = [e for e in table.entries if e.op == "linear" and e.dtype == entry_dtype and e.m == bucket
+                 and max(n, e.n) <= NEAREST_ROWS_RATIO * min(n, e.n)
+                 and (not _split_k_parallel(e.config) or k >= SPLIT_MIN_K)]
+        if cells:
+            near = min(cells, key=lambda e: (abs(math.log(n / e.n)), abs(math.log(k / e.k))))
+            config = near.config
+            if not isinstance(config, TileConfig) or n % config.tile[0 if config.swap_ab else 1]:
+                return None
+            rule = near.rule(bucket)
+            splits = rule.launch.splits
+            if _split_k_parallel(near.config) and splits > 1 and (k % splits or k // splits % 8):
+                rule = replace(rule, launch=replace(rule.launch, splits=1))
+            return rule
+    return None
+
+
+def rule_for(gpu: str, dtype: str, n: int, k: int, m: int, op: str = "linear") -> Optional[Rule]:
+    """The tuned rule serving this call shape of ``op`` on ``gpu``: the entry of M's bucket (for fp16 linear
+    calls, bf16's where fp16 has none: SHARED_TILES), or None (then the op's heuristic decides; a table tuned at
+    a few buckets leaves the others to it)."""
+    table = load(gpu)
+    if table is None:
+        return None
+    bucket = M_BUCKETS[bucket_of(m)]
+    for entry_dtype in entry_dtypes(dtype, op):
+        rule = table.rule_at(entry_dtype, n, k, bucket, op)
+        if rule is not None:
+            return rule
+    return None
