@@ -66,6 +66,30 @@ def test_abi_table_matches_what_the_runtime_packs():
     assert PROBLEM.size == 176 and PROBLEM.names.index("stream") == len(PROBLEM.fields) - 1
 
 
+def test_split_k_parallel_checks_in_python_match_the_header():
+    """GemmOp refuses bad split counts and widths before launch with the header's own numbers."""
+    import re
+    from fused_gemm.gemm.op import REDUCE_VECTOR, SLICE_ALIGN
+    header = (csrc_dir() / "fused_gemm/splitk/sm90_split_k_parallel.hpp").read_text()
+    assert int(re.search(r"kSliceAlign = (\d+);", header)[1]) == SLICE_ALIGN
+    assert int(re.search(r"kVector = (\d+);", header)[1]) == REDUCE_VECTOR
+
+
+def test_families_built_on_the_gemm_tiles_refuse_split_k_parallel():
+    from fused_gemm.generator.gated.spec import GatedSpec
+    from fused_gemm.generator.gemm.spec import TileConfig
+    from fused_gemm.generator.int4.spec import Int4Spec
+    from fused_gemm.generator.rope.spec import RopeSpec
+    plain = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel")
+    swapped = TileConfig((64, 64, 128), (4, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True)
+    for config in (plain, swapped):
+        for make in (lambda: GatedSpec("bf16", config=config), lambda: RopeSpec("bf16", 128, config=config)):
+            with pytest.raises(SpecError, match="persistent tile scheduler"):
+                make()
+    with pytest.raises(SpecError, match="no split_k_parallel"):   # int4 kernels are all swap-AB
+        Int4Spec("bf16", config=swapped)
+
+
 def test_abi_declaration_asserts_every_offset():
     text = PROBLEM.c_declaration()
     assert "#define FG_GEMM_PROBLEM_ABI_VERSION 4" in text

@@ -10,7 +10,7 @@ import fused_gemm
 from fused_gemm import jit
 from fused_gemm.generator import Epilogue
 from fused_gemm.generator.gemm.presets import (EXTENDED_WGMMA_TEST_CONFIGS, EXTENDED_WGMMA_TEST_EPILOGUE,
-                                              SPLIT_K_PARALLEL_TEST_CONFIGS, SPLIT_K_TEST_CONFIG, STREAM_K,
+                                              SPLIT_K_PARALLEL_TEST_CASES, SPLIT_K_TEST_CONFIG, STREAM_K,
                                               TEST_EPILOGUES)
 
 pytestmark = pytest.mark.gpu
@@ -376,29 +376,31 @@ def test_split_reduction_matches_float64_and_is_deterministic(m):
                 assert torch.equal(again, outs[0]), f"{launch.label}: two calls differ"
 
 
-@pytest.mark.parametrize("config", SPLIT_K_PARALLEL_TEST_CONFIGS, ids=lambda c: c.name)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_split_k_parallel_matches_float64_and_is_deterministic(dtype, config):
+@pytest.mark.parametrize("case", SPLIT_K_PARALLEL_TEST_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2].name}")
+def test_split_k_parallel_matches_float64_and_is_deterministic(case):
     """K slices into fp32 partials and the reduction kernel's epilogue (row and column scales, bias, activation,
     residual, alpha, beta) at odd M, an N that ends in a partial tile, slices that end in a partial k-tile
     (K = 2568: 3 slices of 856) and whole ones (K = 4096 in 2, 8 and 16), the automatic count (splits=1);
     outputs NaN-poisoned first, the same bits on a second call, in place over the residual, and replayed in a
     CUDA graph."""
     from fused_gemm.generator import GemmSpec
+    dtype_name, layout, config = case
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     ep = Epilogue.parse(EXTENDED_WGMMA_TEST_EPILOGUE)
-    op = fused_gemm.compile(GemmSpec({torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], epilogue=ep,
-                                     config=config))
+    op = fused_gemm.compile(GemmSpec(dtype_name, b_layout=layout, epilogue=ep, config=config))
+    as_weight = (lambda w: w) if layout == "nk" else (lambda w: w.t().contiguous())   # [N, K] or [K, N]
     n = 1288
     for k, splits in ((2568, (1, 3)), (4096, (1, 2, 8, 16))):
         for m in (1, 7, 129, 255):
             g = operands(ep, (m,), n, k, dtype)
             ref = reference(ep, **g, alpha=0.75, beta=-0.5)
+            weight = as_weight(g["weight"])
             for s in splits:
                 launch = fused_gemm.LaunchOptions(splits=s, pdl=True)
                 outs = []
                 for _ in range(2):
                     out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-                    op(g["x"], g["weight"], g["bias"], ep.activation, g["residual"], alpha=0.75, beta=-0.5,
+                    op(g["x"], weight, g["bias"], ep.activation, g["residual"], alpha=0.75, beta=-0.5,
                        row_scale=g["row_scale"], col_scale=g["col_scale"], out=out, launch=launch)
                     outs.append(out)
                 assert_close(outs[0], ref, dtype)
@@ -409,20 +411,22 @@ def test_split_k_parallel_matches_float64_and_is_deterministic(dtype, config):
     res = g["residual"].clone()
     launch = fused_gemm.LaunchOptions(splits=8, pdl=True)
     graph = torch.cuda.CUDAGraph()
+    weight = as_weight(g["weight"])
     with torch.cuda.graph(graph):
-        op(g["x"], g["weight"], g["bias"], ep.activation, res, alpha=0.75, beta=-0.5, row_scale=g["row_scale"],
+        op(g["x"], weight, g["bias"], ep.activation, res, alpha=0.75, beta=-0.5, row_scale=g["row_scale"],
            col_scale=g["col_scale"], out=res, launch=launch)
     res.copy_(g["residual"])
     graph.replay()
     assert_close(res, ref, dtype)
     with pytest.raises(ValueError, match="launch.splits=5"):   # 4096 / 5 is not whole
-        op(g["x"], g["weight"], g["bias"], ep.activation, g["residual"], row_scale=g["row_scale"],
+        op(g["x"], weight, g["bias"], ep.activation, g["residual"], row_scale=g["row_scale"],
            col_scale=g["col_scale"], launch=fused_gemm.LaunchOptions(splits=5))
 
 
 @pytest.fixture
 def heuristic_only(monkeypatch):
-    """linear picks from the heuristic table (the kernels the gpu-tests preset holds), not a tuned one."""
+    """linear picks from the heuristic's rows (the M rows the gpu-tests preset holds, and NARROW_RULES'), not a
+    tuned table or its nearest entries."""
     from fused_gemm.gemm import linear as linear_mod
     monkeypatch.setenv("FUSED_GEMM_TUNED", "0")
     linear_mod._selection.clear()

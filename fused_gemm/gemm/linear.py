@@ -126,8 +126,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     x: [..., K] bf16/fp16; weight: [N, K] (an nn.Linear weight); bias: [N]; residual: [..., N]
     (may be ``out`` for an in-place residual add); out_dtype (or out.dtype): bf16/fp16/fp32,
     default x.dtype.  The kernel is chosen by the weight's shape and M (= x.numel() // K) from the
-    tuned table of the current GPU (``fused_gemm.generator.gemm.tuned``), or for shapes it lacks
-    from the heuristic table (``...gemm.heuristics``); built on first use and cached on disk.
+    tuned table of the current GPU (``fused_gemm.generator.gemm.tuned``; fp16 calls take its bf16 entries), for a
+    weight it lacks from the nearest tabled weight's entry (``tuned.nearest_rule_for``), else from the heuristic
+    table (``...gemm.heuristics``); built on first use and cached on disk.
     """
     if (type(x) is Tensor and not _is_compiling() and not _dispatch_modes()) or not isinstance(x, Tensor):
         return _linear(x, weight, bias, activation, residual, alpha, beta, row_scale, col_scale, out_dtype, out)

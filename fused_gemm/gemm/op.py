@@ -3,8 +3,8 @@
 One validation path: every call runs the same checks, in an order that costs a few attribute
 reads when the arguments are fine and raises TypeError/ValueError naming the argument when one is
 not, before any launch.  The launch path does no sync and no host work that grows with the data,
-so it can be captured in a CUDA graph; stream-K workspace comes from torch's caching allocator
-on the caller's stream (inside a capture, from the graph's own pool, which the graph keeps).
+so it can be captured in a CUDA graph; stream-K's and split_k_parallel's workspace comes from torch's caching
+allocator on the caller's stream (inside a capture, from the graph's own pool, which the graph keeps).
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ REDUCTION = {"deterministic": 0, "nondeterministic": 1}
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    """splits/decomposition/reduction apply to stream-K kernels; swizzle/raster to all.  pdl launches
+    """splits/decomposition/reduction apply to stream-K kernels, splits also to split_k_parallel ones (K slices; 1:
+    the kernel's own count) and to the decode kernel (its cluster's K split); swizzle/raster to all.  pdl launches
     with programmatic dependent launch, so the kernel's prologue overlaps the previous kernel (the
     library must be built with ``GemmSpec(pdl=True)``).  Deterministic reduction (the default) keeps
     split-K results bit-identical run to run.

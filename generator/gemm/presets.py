@@ -21,18 +21,26 @@ TEST_EPILOGUES = [
 ]
 STREAM_K = TileConfig((128, 16, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)
 SPLIT_K_TEST_CONFIG = TileConfig((128, 64, 128), (1, 1, 1), "cooperative", "stream_k", swap_ab=True)  # the tables' split-K tile
-# Split-K with a separate reduction, without and with swap-AB (the tuning space's tiles): tests/test_gpu.py runs
-# them with every epilogue step, odd M, slices with partial k-tiles and forced and automatic split counts.
-SPLIT_K_PARALLEL_TEST_CONFIGS = (
-    TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel"),
-    TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True),
+# Split-K with a separate reduction: tests/test_gpu.py runs these (dtype, weight layout, config) with every epilogue
+# step, odd M, slices with partial k-tiles and forced and automatic split counts.  The 64x64 tile without and with
+# swap-AB in both dtypes and both weight layouts (a [K, N] weight's slices step along its rows), and the tables' own
+# tiles: 64x64 swap-AB in 4x1 clusters, 64x64 in 2x2, 128x128 ping-pong (persistent over the batch of slices).
+_SPLIT_64 = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "split_k_parallel")
+SPLIT_K_PARALLEL_TEST_CASES = (
+    ("bf16", "nk", _SPLIT_64), ("fp16", "nk", _SPLIT_64),
+    ("bf16", "nk", replace(_SPLIT_64, swap_ab=True)), ("fp16", "nk", replace(_SPLIT_64, swap_ab=True)),
+    ("bf16", "kn", _SPLIT_64), ("bf16", "kn", replace(_SPLIT_64, swap_ab=True)),
+    ("bf16", "nk", TileConfig((64, 64, 128), (4, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True)),
+    ("bf16", "nk", TileConfig((64, 64, 128), (2, 2, 1), "warpspecialized", "split_k_parallel")),
+    ("bf16", "nk", TileConfig((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel")),
 )
 DECODE_TEST_CONFIG = DecodeConfig(16, 4, 1)   # the decode kernel every epilogue is tested on
 
 
 def linear_specs(dtype: str = "bf16", epilogue: str = "none", out_dtype=None, residual_dtype=None,
                  bias_dtype=None, arch: str = "sm90a") -> List[GemmSpec]:
-    """The kernels ``linear`` uses for this dtype/epilogue, one per M bucket of the table."""
+    """The heuristic's M rows for this dtype/epilogue, one per row (``linear`` takes them for weights that neither a
+    tuned table nor heuristics.NARROW_RULES serves; gpu_linear_specs has everything it may pick)."""
     ep = Epilogue.parse(epilogue)
     return [GemmSpec(dtype, out_dtype=out_dtype, residual_dtype=residual_dtype, bias_dtype=bias_dtype,
                      epilogue=ep, config=rule.config, arch=arch) for rule in RULES[arch]]
@@ -64,8 +72,10 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     for dtype in ("bf16", "fp16"):
         for ep in TEST_EPILOGUES:
             yield from linear_specs(dtype, ep)
-        for config in EXTENDED_WGMMA_TEST_CONFIGS + SPLIT_K_PARALLEL_TEST_CONFIGS:
+        for config in EXTENDED_WGMMA_TEST_CONFIGS:
             yield GemmSpec(dtype, epilogue=EXTENDED_WGMMA_TEST_EPILOGUE, config=config)
+    for dtype, layout, config in SPLIT_K_PARALLEL_TEST_CASES:
+        yield GemmSpec(dtype, b_layout=layout, epilogue=EXTENDED_WGMMA_TEST_EPILOGUE, config=config)
     yield from linear_specs("bf16", "bias+residual", out_dtype="fp32")
     yield from linear_specs("bf16", "bias+residual")                  # in-place residual, torch.compile MLP
     yield from linear_specs("bf16", "none", out_dtype="fp32")         # out_dtype=torch.float32
@@ -189,6 +199,6 @@ PRESETS: Dict[str, Callable[[], List[GemmSpec]]] = {
                  config=TileConfig((128, 96, 64), (2, 1, 1), "pingpong", "persistent", epilogue_tile=(64, 32))),
         GemmSpec("fp16", epilogue="row_scale+col_scale+bias+silu+residual", config=DECODE_TEST_CONFIG),
         # split-K into fp32 partials (swap-AB) and the reduction kernel with every epilogue step
-        GemmSpec("bf16", epilogue="row_scale+col_scale+bias+silu+residual", config=SPLIT_K_PARALLEL_TEST_CONFIGS[1]),
+        GemmSpec("bf16", epilogue="row_scale+col_scale+bias+silu+residual", config=SPLIT_K_PARALLEL_TEST_CASES[2][2]),
     ],
 }

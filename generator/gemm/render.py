@@ -69,7 +69,9 @@ def template(spec: GemmSpec) -> str:
     return f"gemm/gemm_{kind}{spec.arch[:4]}.cu.j2"
 
 
-def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
+def _epilogue_context(spec: GemmSpec) -> Dict[str, Any]:
+    """The epilogue's types and activation for kernels that apply it outside an EVT tree (the decode kernel, the
+    split-K reduction)."""
     return dict(
         cfg=spec.config,
         formula=formula(spec),
@@ -83,7 +85,7 @@ def _decode_context(spec: GemmSpec) -> Dict[str, Any]:
 
 def context(spec: GemmSpec) -> Dict[str, Any]:
     if spec.decode:
-        return _decode_context(spec)
+        return _epilogue_context(spec)
     a, b, layout_cd = kernel_operands(spec)
     kernel_schedule, epilogue_schedule = KERNEL_SCHEDULES[spec.config.schedule]
     if spec.fast_accum:
@@ -91,7 +93,7 @@ def context(spec: GemmSpec) -> Dict[str, Any]:
     if spec.split_k_parallel:   # the GEMM writes alpha * acc in fp32; the reduction kernel does the rest
         return dict(_wgmma_context(spec, replace(spec, epilogue=Epilogue(), out_dtype="fp32", residual_dtype=None,
                                                  bias_dtype=None), kernel_schedule, epilogue_schedule, a, b, layout_cd),
-                    arguments="fused_gemm::split_k_parallel::arguments", output=_decode_context(spec))
+                    arguments="fused_gemm::split_k_parallel::arguments", output=_epilogue_context(spec))
     return _wgmma_context(spec, spec, kernel_schedule, epilogue_schedule, a, b, layout_cd)
 
 

@@ -48,7 +48,7 @@ _SPLIT = (L(pdl=True), L(decomposition="stream_k", pdl=True), L(decomposition="d
           L(splits=2, decomposition="split_k", pdl=True), L(splits=3, decomposition="split_k", pdl=True),
           L(splits=4, decomposition="split_k", pdl=True))
 # Split-K with a separate reduction: its own count (one wave of CTAs), or forced
-_SPLIT_K_PARALLEL = (L(pdl=True),) + tuple(L(splits=s, pdl=True) for s in (2, 3, 4, 6, 8, 12, 16))
+_SPLIT_K_PARALLEL = (L(pdl=True),) + tuple(L(splits=s, pdl=True) for s in (2, 4, 8, 16))
 _STREAM_K = (L(decomposition="stream_k"), L(), L(decomposition="data_parallel"), L(decomposition="stream_k", swizzle=4),
              L(splits=2, decomposition="split_k"), L(splits=3, decomposition="split_k"))
 
