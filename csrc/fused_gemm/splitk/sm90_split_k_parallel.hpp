@@ -20,6 +20,7 @@
 
 #include "fused_gemm/common/grid_dependency.hpp"
 #include "fused_gemm/common/sm90_launcher.hpp"
+#include "fused_gemm/gemm/sm90_arguments.hpp"
 
 namespace fused_gemm::split_k_parallel {
 
@@ -28,12 +29,11 @@ constexpr int kSliceAlign = 8;            // K/S a multiple of 8 elements: each 
 constexpr int kMinSliceK = 256;           // automatic splits keep at least this much K a slice
 constexpr int kVector = 4;                // outputs a reduction thread owns (one 16-byte load a partial)
 constexpr int kReduceThreads = 256;
-constexpr size_t kWorkspaceAlign = 256;
 
 // Whether S slices of K are each a whole number of 8-element (16-byte) groups.
 inline bool slices_fit(int64_t k, int64_t s) { return s >= 1 && k % s == 0 && (k / s) % kSliceAlign == 0; }
 
-// The split count a launch uses: the caller's (LaunchOptions.splits > 1), or, for splits = 1, the most slices
+// The split count a launch uses: the caller's (LaunchOptions.splits > 1), or, for splits 0 or 1, the most slices
 // (at least kMinSliceK of K each) whose CTAs still fit one wave of `sms` next to `tiles` output tiles.
 inline int resolve_splits(int64_t k, int64_t tiles, int sms, int requested) {
   if (requested > 1) return requested;
@@ -44,53 +44,32 @@ inline int resolve_splits(int64_t k, int64_t tiles, int sms, int requested) {
   return best;
 }
 
-inline size_t partial_bytes(int64_t m, int64_t n, int s) {
-  size_t const bytes = size_t(s) * size_t(m) * size_t(n) * sizeof(float);
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
+inline size_t partial_bytes(int64_t m, int64_t n, int s) { return size_t(s) * size_t(m) * size_t(n) * sizeof(float); }
 
-// A K-major operand's stride over (rows, K, L) for slice batches of `slice` elements of K: the leading
-// dimension as usual, and batch l starting `slice` K-steps further (whichever mode K's unit stride is on).
+// Batch l of an operand starts slice * (its K mode's stride) elements further: slice for a K-contiguous operand
+// (x, an [N, K] weight), slice rows for a [K, N] weight.
 template <class Stride>
-Stride sliced_stride(int64_t ld, int64_t slice) {
-  Stride s = leading_dim_stride<Stride>(ld);
-  if constexpr (cute::is_static_v<std::remove_reference_t<decltype(cute::get<1>(s))>>) {
-    cute::get<2>(s) = slice;        // K contiguous (row-major A, [N, K] weight)
-  } else {
-    cute::get<2>(s) = slice * ld;   // K along rows ([K, N] weight)
-  }
-  return s;
+void slice_along_k(Stride &stride, int64_t slice) {
+  cute::get<2>(stride) = slice * int64_t(cute::get<1>(stride));
 }
 
-// The batched GEMM's CUTLASS arguments: S slices of K, D the workspace's fp32 partials.  Kernel provides
-// Problem, GemmKernel, kSwapAB and fusion_arguments(Problem) (alpha * acc: the rest is the reduction's).
+// The batched GEMM's CUTLASS arguments: the family's whole-K ones (swap-AB applied there), cut into S slices of K,
+// D the workspace's fp32 partials and no C (the residual is the reduction's).  Kernel provides what
+// gemm_arguments needs; its fusion_arguments(Problem) is alpha * acc.
 template <class Kernel>
-typename cutlass::gemm::device::GemmUniversalAdapter<typename Kernel::GemmKernel>::Arguments arguments(
-    typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
+auto arguments(typename Kernel::Problem const &p, cutlass::KernelHardwareInfo const &hw_info) {
   using GemmKernel = typename Kernel::GemmKernel;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-  using ElementA = typename Gemm::ElementA;
-  using ElementB = typename Gemm::ElementB;
+  auto args = gemm_arguments<Kernel>(p, hw_info);
   int64_t const s = p.splits, slice = p.k / s;
-  // swap-AB runs D^T[N,M] = B[N,K] . A[M,K]^T: the weight becomes the kernel's A operand.
-  int64_t const M = Kernel::kSwapAB ? p.n : p.m;
-  int64_t const N = Kernel::kSwapAB ? p.m : p.n;
-  void const *ptr_a = Kernel::kSwapAB ? p.b : p.a;
-  void const *ptr_b = Kernel::kSwapAB ? p.a : p.b;
-  int64_t const ld_a = Kernel::kSwapAB ? p.ldb : p.lda;
-  int64_t const ld_b = Kernel::kSwapAB ? p.lda : p.ldb;
-  auto stride_d = leading_dim_stride<typename GemmKernel::StrideD>(p.n);   // [S][M][N] in the caller's terms
-  cute::get<2>(stride_d) = p.m * p.n;
-
-  typename Gemm::Arguments args{
-      cutlass::gemm::GemmUniversalMode::kBatched,
-      {static_cast<int>(M), static_cast<int>(N), static_cast<int>(slice), static_cast<int>(s)},
-      {static_cast<ElementA const *>(ptr_a), sliced_stride<typename GemmKernel::StrideA>(ld_a, slice),
-       static_cast<ElementB const *>(ptr_b), sliced_stride<typename GemmKernel::StrideB>(ld_b, slice)},
-      {Kernel::fusion_arguments(p), nullptr, typename GemmKernel::StrideC{}, static_cast<float *>(p.workspace),
-       stride_d},
-      hw_info};
-  set_scheduler_arguments(args.scheduler, p);
+  args.mode = cutlass::gemm::GemmUniversalMode::kBatched;
+  cute::get<2>(args.problem_shape) = static_cast<int>(slice);
+  cute::get<3>(args.problem_shape) = static_cast<int>(s);
+  slice_along_k(args.mainloop.dA, slice);
+  slice_along_k(args.mainloop.dB, slice);
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = static_cast<float *>(p.workspace);
+  args.epilogue.dD = leading_dim_stride<typename GemmKernel::StrideD>(p.n);   // [S][M][N] in the caller's terms
+  cute::get<2>(args.epilogue.dD) = p.m * p.n;
   return args;
 }
 
@@ -174,8 +153,9 @@ struct Launcher {
 
   static int check(Problem const &p) {
     if (int rc = Gemm::check_device(p)) return rc;
-    if (p.splits < 0 || p.splits > kMaxSplits) {
-      return fail(FG_ERR_INVALID, "splits " + std::to_string(p.splits) + " out of range [1, 64]");
+    if (p.splits < 0 || p.splits > kMaxSplits) {   // 0 and 1: the kernel's own count (resolve_splits)
+      return fail(FG_ERR_INVALID, "splits " + std::to_string(p.splits) + " out of range [0, " +
+                                      std::to_string(kMaxSplits) + "]");
     }
     if (p.splits > 1 && !slices_fit(p.k, p.splits)) {
       return fail(FG_ERR_INVALID, "splits " + std::to_string(p.splits) + " must divide K = " + std::to_string(p.k) +
