@@ -84,6 +84,8 @@ def _gpu_tests() -> Iterable[GemmSpec]:
     yield GemmSpec("fp16", epilogue="bias+gelu_tanh", config=STREAM_K)   # an fp16 call on a bf16 table entry
     yield GemmSpec("bf16", epilogue="bias+gelu_tanh", config=SPLIT_K_TEST_CONFIG)
     yield GemmSpec("bf16", epilogue="bias", config=STREAM_K)          # the concurrent-streams test
+    for ep in ("bias", "bias+silu", "bias+gelu_tanh+residual"):        # compiled ops on the default config
+        yield GemmSpec("bf16", epilogue=ep)
     yield GemmSpec("bf16", epilogue="bias", pdl=False, config=RULES["sm90a"][0].config)  # refuses pdl launches
 
 
