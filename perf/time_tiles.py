@@ -32,7 +32,7 @@ def named_work(candidates):
 
 
 def time_cell(n, k, m, dtype, names, launches, runs, gpu):
-    pick = tuned.rule_for(gpu, {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], n, k, m)  # a Rule, or None
+    pick = tuned.rule_for(gpu, {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], n, k, m, shared=True)  # or None
     names = list(dict.fromkeys(names + ([pick.config.name] if pick else [])))
     cands = [Candidate(config_from_name(name), 1, 1 << 30,
                        tuple(dict.fromkeys(launches + ((pick.launch,) if pick and pick.config.name == name else ()))))

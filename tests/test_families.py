@@ -67,7 +67,7 @@ def test_abi_table_matches_what_the_runtime_packs():
 
 
 def test_split_k_parallel_checks_in_python_match_the_header():
-    """GemmOp refuses bad split counts and widths before launch with the header's own numbers."""
+    """The thresholds GemmOp's split-K checks refuse at are the header's own (slice alignment, reduction vector)."""
     import re
     from fused_gemm.gemm.op import REDUCE_VECTOR, SLICE_ALIGN
     header = (csrc_dir() / "fused_gemm/splitk/sm90_split_k_parallel.hpp").read_text()

@@ -368,7 +368,8 @@ def test_launch_labels_round_trip(text):
 
 
 @pytest.mark.parametrize("text, fragment", [("swizle=2", "swizle"), ("swizzle=3", "swizzle"),
-                                            ("raster=diagonal", "raster")])
+                                            ("raster=diagonal", "raster"), ("splits=x", "splits='x'"),
+                                            ("pdl=yes", "pdl='yes'")])
 def test_bad_launch_labels_name_the_option(text, fragment):
     from fused_gemm.generator import LaunchOptions
     with pytest.raises(ValueError, match=fragment):

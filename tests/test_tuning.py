@@ -24,16 +24,18 @@ def test_every_m_bucket_has_candidates():
         assert tuning_space.candidates("sm90a", "bf16", m), m
 
 
-def _table():
+def _table(*more):
     small = TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)
     return tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, (
         tuned.Entry("bf16", 4096, 4096, 16, small, LaunchOptions(pdl=True), 1.1),
         tuned.Entry("bf16", 4096, 4096, 1, small, LaunchOptions(pdl=True), 1.2),
-        tuned.Entry("bf16", 4096, 4096, 4096, TileConfig(), LaunchOptions(swizzle=4, raster="along_m"), 1.0)))
+        tuned.Entry("bf16", 4096, 4096, 4096, TileConfig(), LaunchOptions(swizzle=4, raster="along_m"), 1.0)) + more)
 
 
 def test_table_json_round_trip_and_buckets(tmp_path, monkeypatch):
-    table = _table()
+    gated = TileConfig((128, 128, 64), (2, 1, 1), "cooperative", "persistent")
+    table = _table(tuned.Entry("bf16", 4096, 4096, 1, gated, LaunchOptions(), 1.0, op="gated"),
+                   tuned.Entry("fp16", 4096, 4096, 4096, gated, LaunchOptions(), 1.0))
     assert set(tuned.TunedTable.from_json(table.to_json()).entries) == set(table.entries)
     monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
     (tmp_path / "h100.json").write_text(table.to_json())
@@ -47,9 +49,14 @@ def test_table_json_round_trip_and_buckets(tmp_path, monkeypatch):
             entry = next(e for e in table.entries if e.m == want)
             assert (rule.config, rule.launch) == (entry.config, entry.launch), m
         assert tuned.rule_for("h100", "bf16", 4096, 8192, 1) is None      # shape not tuned: heuristic
-        # fp16 linear calls take bf16's entry (no fp16 entries here); other ops keep their own dtype's
-        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1) == tuned.rule_for("h100", "bf16", 4096, 4096, 1)
-        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1, op="gated") is None
+        # linear's own calls (shared=True) in fp16 take bf16's entry where fp16 has none, fp16's own where it has
+        # one; other ops, and the families reading the GEMM's entries (shared=False), keep their own dtype's
+        bf16_m1 = tuned.rule_for("h100", "bf16", 4096, 4096, 1)
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1, shared=True) == bf16_m1
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1) is None
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 4096, shared=True).config == gated
+        assert tuned.rule_for("h100", "bf16", 4096, 4096, 1, op="gated").config == gated
+        assert tuned.rule_for("h100", "fp16", 4096, 4096, 1, op="gated", shared=True) is None
         assert tuned.rule_for("h999", "bf16", 4096, 4096, 1) is None      # no table for this GPU
     finally:
         tuned.load.cache_clear()
@@ -282,13 +289,16 @@ def test_heuristic_is_the_fallback_for_untuned_shapes():
 
 
 def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_path, monkeypatch):
-    """Within 1.5x in rows, from M = 64 on, where the entry's tile divides the rows; a split-K entry only for a
-    K as long as NARROW_RULES' and with a split count that fits this K (else the automatic one)."""
+    """Within 1.5x in rows, from the M = 64 bucket (M > 16) on, where the entry's tile divides the rows (its N side,
+    or its M side under swap-AB); a split-K entry only for a K as long as NARROW_RULES' and with a split count that
+    fits this K (else the automatic one); nothing for an empty weight."""
     t64 = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent")
     t112 = TileConfig((128, 112, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16))
     split = TileConfig((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel")
     small = TileConfig((64, 16, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)
+    swap = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent", swap_ab=True)
     table = tuned.TunedTable("h100", {}, (
+        tuned.Entry("bf16", 4096, 4096, 64, swap, LaunchOptions(pdl=True), 1.0),
         tuned.Entry("bf16", 4096, 4096, 128, t64, LaunchOptions(swizzle=4), 1.1),
         tuned.Entry("bf16", 4096, 4096, 16, small, LaunchOptions(pdl=True), 1.1),
         tuned.Entry("bf16", 14336, 4096, 128, t112, LaunchOptions(pdl=True), 1.0),
@@ -301,6 +311,9 @@ def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_pat
         assert near("h100", "bf16", 3072, 2048, 100).config == t64            # 1.33x fewer rows, another K
         assert near("h100", "fp16", 3072, 2048, 100).launch == LaunchOptions(swizzle=4)   # fp16 reads bf16's
         assert near("h100", "bf16", 3072, 2048, 16) is None                   # decode buckets keep their rules
+        assert near("h100", "bf16", 3072, 2048, 17).config == swap            # the M = 64 bucket starts at 17
+        assert near("h100", "bf16", 3040, 2048, 64) is None                   # 64 (swap-AB: the M side) ∤ 3040
+        assert near("h100", "bf16", 3072, 0, 128) is None and near("h100", "bf16", 0, 2048, 128) is None
         assert near("h100", "bf16", 8192, 4096, 128) is None                  # 2x the rows: too far
         assert near("h100", "bf16", 12544, 4096, 128).config == t112          # 112 x 112 rows
         assert near("h100", "bf16", 16384, 4096, 128) is None                 # 112 does not divide 16384

@@ -65,12 +65,13 @@ tuned_tables_enabled = tuned.tables_enabled
 def gemm_rule(x, dtype: str, n: int, k: int, bucket: int, linear_only: bool = False) -> heuristics.Rule:
     """The tile config and launch options for (dtype, N, K, M bucket) on x's GPU: the tuned table's
     entry, else the heuristic's row (the families built on the GEMM's tiles choose with it too).  With
-    ``linear_only`` (linear's own kernels), a weight the table lacks takes its nearest tabled weight's entry
-    (tuned.nearest_rule_for), else the heuristic's split-K rows for narrow long-K weights, before the M rows."""
+    ``linear_only`` (linear's own kernels), fp16 calls read bf16 entries (tuned.SHARED_TILES), a weight the table
+    lacks takes its nearest tabled weight's entry (tuned.nearest_rule_for), else the heuristic's split-K rows for
+    narrow long-K weights, before the M rows."""
     m = M_BUCKETS[bucket]
     if tuned_tables_enabled():
         gpu = tuned.gpu_key(torch.cuda.get_device_name(x.device))
-        rule = tuned.rule_for(gpu, dtype, n, k, m)
+        rule = tuned.rule_for(gpu, dtype, n, k, m, shared=linear_only)
         if rule is None and linear_only:
             rule = tuned.nearest_rule_for(gpu, dtype, n, k, m)
         if rule is not None:

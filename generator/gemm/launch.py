@@ -55,8 +55,21 @@ class LaunchOptions:
             if name not in kinds:
                 raise ValueError(f"launch option {name!r} is not one of {list(kinds)}")
             kind = kinds[name]
-            kw[name] = value in ("1", "True", "true") if kind is bool else kind(value)
+            if kind is bool:
+                if value not in _BOOLS:
+                    raise ValueError(f"launch option {name}={value!r}: expected one of {sorted(_BOOLS)}")
+                kw[name] = _BOOLS[value]
+            elif kind is int:
+                try:
+                    kw[name] = int(value)
+                except ValueError:
+                    raise ValueError(f"launch option {name}={value!r}: expected an integer") from None
+            else:
+                kw[name] = value
         return cls(**kw)
+
+
+_BOOLS = {"1": True, "True": True, "true": True, "0": False, "False": False, "false": False}
 
 
 DEFAULT_LAUNCH = LaunchOptions()

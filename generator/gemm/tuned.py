@@ -172,7 +172,8 @@ def load(gpu: str) -> Optional[TunedTable]:
 
 
 # A linear call in fp16 takes the bf16 entry of its cell where the table has no fp16 one: wgmma and mma.sync run
-# both at one rate on the same bytes, so a tile choice carries over (the tables are tuned in bf16).
+# both at one rate on the same bytes, so a tile choice carries over (the tables are tuned in bf16; measured on an
+# H200: perf/results/h200_split_k_parallel.txt, section I).
 SHARED_TILES = {"fp16": "bf16"}
 
 
@@ -184,11 +185,12 @@ def entry_dtypes(dtype: str, op: str = "linear") -> Tuple[str, ...]:
 # A linear call on a weight the table lacks takes the entry, at its M bucket, of the tabled weight nearest in rows (then
 # in K) if that one is within this ratio of rows: the tile choice follows the tile count, which the rows set (the
 # tables' picks at M = 128 go from 64x64 tiles up to 4096 rows, to 64x96 / 64x128 pairs up to 8192, to 128x112+ wider).
-# Not for decode buckets (M <= 16: the decode kernel's CTA shape is chosen per weight class), and only where the
+# Not for decode buckets (M <= 16: the decode kernel's CTA shape is chosen per weight class; the rule starts with the
+# bucket of M = 17-64), and only where the
 # entry's tile divides the weight's rows: the tables' 112- and 144-wide tiles were picked where they make whole waves,
 # and on 16384 rows a 14336-row weight's 112-wide tile ran at 0.67-0.70x torch.mm against 0.91-0.96x for the
-# heuristic's (H200, 16 weights of five models no table has at M = 1-4096: geomean 0.924x -> 0.977x with both
-# rules; perf/results/h200_split_k_parallel.txt, section J).
+# heuristic's (H200, 16 weights of four models at five shardings no table has, M = 1-4096: geomean 0.925x -> 0.977x
+# with both rules; perf/results/h200_split_k_parallel.txt, sections J and K; not measured on an H100).
 NEAREST_ROWS_RATIO = 1.5
 NEAREST_MIN_BUCKET = 64
 SPLIT_MIN_K = 4096   # a split-K entry serves a neighbour only as long in K (heuristics.NARROW_RULES' bound)
@@ -203,7 +205,7 @@ def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[R
     NEAREST_ROWS_RATIO) at M's bucket, or None.  A split-K entry's forced count falls back to the automatic one
     (splits=1) where it does not cut this K into 8-element multiples."""
     table = load(gpu)
-    if table is None:
+    if table is None or n <= 0 or k <= 0:
         return None
     bucket = M_BUCKETS[bucket_of(m)]
     if bucket < NEAREST_MIN_BUCKET:
@@ -225,15 +227,17 @@ def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[R
     return None
 
 
-def rule_for(gpu: str, dtype: str, n: int, k: int, m: int, op: str = "linear") -> Optional[Rule]:
-    """The tuned rule serving this call shape of ``op`` on ``gpu``: the entry of M's bucket (for fp16 linear
-    calls, bf16's where fp16 has none: SHARED_TILES), or None (then the op's heuristic decides; a table tuned at
-    a few buckets leaves the others to it)."""
+def rule_for(gpu: str, dtype: str, n: int, k: int, m: int, op: str = "linear", shared: bool = False
+             ) -> Optional[Rule]:
+    """The tuned rule serving this call shape of ``op`` on ``gpu``: the entry of M's bucket (with ``shared``, for
+    fp16 linear calls bf16's where fp16 has none: SHARED_TILES; linear's own kernels, not the families that read the
+    GEMM's entries for their tiles), or None (then the op's heuristic decides; a table tuned at a few buckets leaves
+    the others to it)."""
     table = load(gpu)
     if table is None:
         return None
     bucket = M_BUCKETS[bucket_of(m)]
-    for entry_dtype in entry_dtypes(dtype, op):
+    for entry_dtype in (entry_dtypes(dtype, op) if shared else (dtype,)):
         rule = table.rule_at(entry_dtype, n, k, bucket, op)
         if rule is not None:
             return rule
