@@ -16,6 +16,7 @@ from .. import checks
 from ..checks import ALIGN_BYTES, INT32_LIMIT
 from ..generator import DEFAULT_LAUNCH, GemmSpec, LaunchOptions
 from ..generator.gemm.abi import PROBLEM
+from ..generator.gemm.spec import SLICE_ALIGN, k_slices_fit
 from ..kernel_op import DEVICES, TORCH_ACTIVATIONS, TORCH_DTYPES, KernelOp, raw_stream
 from ..library import KernelLibrary
 from ..torch_ops import _dispatch_modes, _is_compiling
@@ -25,9 +26,8 @@ PACK_ORDER = ("m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "d", "ldd", "bi
               "alpha", "beta", "splits", "swizzle", "raster", "decomposition", "reduction", "pdl", "device",
               "reserved", "workspace", "workspace_bytes", "stream")
 
-# split_k_parallel (csrc/fused_gemm/splitk): a K slice is a multiple of 8 elements (kSliceAlign), and the
-# reduction owns 4 outputs of a row a thread (kVector)
-SLICE_ALIGN, REDUCE_VECTOR = 8, 4
+# split_k_parallel (csrc/fused_gemm/splitk): the reduction owns 4 outputs of a row a thread (kVector)
+REDUCE_VECTOR = 4
 # The epilogue steps each scale argument serves: a vector, or one value on the GPU (per-tensor).
 _SCALE_STEPS = {"row_scale": ("row_scale", "a_scale"), "col_scale": ("col_scale", "b_scale")}
 _grad_enabled = torch.is_grad_enabled
@@ -242,7 +242,7 @@ class GemmOp(KernelOp):
             self.check_decode_launch(launch)
 
     def _check_split(self, N: int, K: int, launch: LaunchOptions) -> None:
-        if launch.splits > 1 and (K % launch.splits or K // launch.splits % SLICE_ALIGN):
+        if launch.splits > 1 and not k_slices_fit(K, launch.splits):
             raise ValueError(f"launch.splits={launch.splits} must cut K = {K} into equal slices of a multiple of "
                              f"{SLICE_ALIGN} elements (16-byte aligned, for TMA); splits=1 picks a count that does")
         if N % REDUCE_VECTOR:

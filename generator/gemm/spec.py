@@ -61,6 +61,14 @@ _STAGES = ("row_scale", "a_scale", "col_scale", "b_scale", "bias", "activation",
 _SCALES = ("row_scale", "a_scale", "col_scale", "b_scale", "bias")   # the boolean steps before the activation
 
 
+SLICE_ALIGN = 8   # split_k_parallel: a K slice is a multiple of 8 elements (csrc/fused_gemm/splitk kSliceAlign)
+
+
+def k_slices_fit(k: int, splits: int) -> bool:
+    """Whether ``splits`` equal K slices are each a multiple of SLICE_ALIGN elements (16-byte TMA bases)."""
+    return splits >= 1 and k % splits == 0 and k // splits % SLICE_ALIGN == 0
+
+
 def canonical_dtype(name) -> str:
     """'bfloat16', torch.bfloat16, 'bf16' -> 'bf16'."""
     key = str(name).replace("torch.", "")

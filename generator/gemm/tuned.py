@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .heuristics import Rule
 from .launch import LaunchOptions
-from .spec import FP8_PROMOTION, TileConfig, config_from_name
+from .spec import FP8_PROMOTION, TileConfig, config_from_name, k_slices_fit
 
 TABLE_DIR = Path(__file__).with_name("tuned")
 # M values the tuner times; a call's M is served by the first bucket >= M (the last serves all above).
@@ -221,7 +221,7 @@ def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[R
                 return None
             rule = near.rule(bucket)
             splits = rule.launch.splits
-            if _split_k_parallel(near.config) and splits > 1 and (k % splits or k // splits % 8):
+            if _split_k_parallel(near.config) and splits > 1 and not k_slices_fit(k, splits):
                 rule = replace(rule, launch=replace(rule.launch, splits=1))
             return rule
     return None
