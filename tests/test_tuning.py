@@ -140,6 +140,22 @@ def test_tables_hold_each_ops_entries(tmp_path, monkeypatch):
     merged = tuned.TunedTable.from_json(merge(merged, faster).to_json())
     assert merged.rule_at("e4m3", 4096, 4096, 4096, "fp8_fast").config == fp8_cfg
     assert merged.rule_at("e4m3", 4096, 4096, 4096, "fp8").promotion == 8
+    assert [line.split(": ", 1)[1] for line in merged.meta["history"]] == [
+        f"{op}, 1 cells (N x K 4096x4096; M 4096), minimal False" for op in ("fp8", "fp8_fast")]
+
+
+def test_a_merged_table_is_minimal_only_while_every_linear_run_was():
+    """A linear run merged into a table keeps the earlier runs' history and clears "minimal" unless both were."""
+    from fused_gemm.bench.tune import merge
+    entry = _table().entries[0]
+    first = tuned.TunedTable("h100", {"op": "linear", "measured": "day 1", "minimal": True}, (entry,))
+    again = merge(first, tuned.TunedTable("h100", {"op": "linear", "measured": "day 2", "minimal": True}, (entry,)))
+    assert again.meta["minimal"] is True
+    later = merge(again, tuned.TunedTable("h100", {"op": "linear", "measured": "day 3", "minimal": False}, (entry,)))
+    assert later.meta["minimal"] is False and later.meta["measured"] == "day 3"
+    assert [line.split(":")[0] for line in later.meta["history"]] == ["day 2", "day 3"]
+    assert f"N x K {entry.n}x{entry.k}; M {entry.m}), minimal False" in later.meta["history"][-1]
+    assert merge(later, first).meta["minimal"] is False      # once mixed, a minimal run does not make it minimal
 
 
 def test_tuner_workloads_build_their_ops_specs():

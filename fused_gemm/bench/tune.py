@@ -435,14 +435,26 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
     entries = kept + new.entries
     # The top-level meta describes the last linear run, and the kernel count is the merged table's (what an
     # AOT set builds); another op's last run is described under its own name.
+    # "minimal" is true only while every linear run merged in was minimal; "history" keeps one line a run, so a
+    # table re-tuned cell by cell still says how each part of it was chosen.
     op = new.meta.get("op", "linear")
     run = {k: v for k, v in new.meta.items() if k != "op"}
     if op == "linear":
-        meta = {**old.meta, **run, "cells_in_last_run": len(new.entries)}
+        meta = {**old.meta, **run, "cells_in_last_run": len(new.entries),
+                "minimal": old.meta.get("minimal", True) is True and bool(run.get("minimal"))}
     else:
         meta = {**old.meta, op: {**run, "cells_in_last_run": len(new.entries)}}
+    meta["history"] = list(old.meta.get("history", ())) + [_history_line(op, run, new.entries)]
     meta["kernels"] = _kernel_count(entries)
     return TunedTable(new.gpu, meta, entries)
+
+
+def _history_line(op: str, run: dict, entries) -> str:
+    """One run as the table's history records it: when, which op, how many cells, whether minimal."""
+    shapes = sorted({(e.n, e.k) for e in entries})
+    ms = sorted({e.m for e in entries})
+    return (f"{run.get('measured', '?')}: {op}, {len(entries)} cells (N x K {', '.join(f'{n}x{k}' for n, k in shapes)};"
+            f" M {', '.join(map(str, ms))}), minimal {bool(run.get('minimal'))}")
 
 
 def _kernel_count(entries) -> int:

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from .heuristics import Rule
+from .heuristics import SPLIT_MIN_K, Rule
 from .launch import LaunchOptions
 from .spec import FP8_PROMOTION, TileConfig, config_from_name, k_slices_fit
 
@@ -193,7 +193,6 @@ def entry_dtypes(dtype: str, op: str = "linear") -> Tuple[str, ...]:
 # with both rules; perf/results/h200_split_k_parallel.txt, sections J and K; not measured on an H100).
 NEAREST_ROWS_RATIO = 1.5
 NEAREST_MIN_BUCKET = 64
-SPLIT_MIN_K = 4096   # a split-K entry serves a neighbour only as long in K (heuristics.NARROW_RULES' bound)
 
 
 def _split_k_parallel(config) -> bool:

@@ -133,6 +133,21 @@ SM90_BF16: Tuple[Candidate, ...] = (
     # wave (H200: 0.99x torch.mm against 0.95x for 128x128; perf/results/h200_mid_m_tiles.txt)
     Candidate(T((128, 112, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16)), 128, 1024, _MID),
     Candidate(T((128, 112, 64), (1, 2, 1), "cooperative", "persistent", epilogue_tile=(128, 16)), 128, 1024, _MID),
+    # Widths that cut the weight into whole waves of one tile a CTA (or a warpgroup), 160 for 1280 rows, 112 for
+    # 3584 / 7168, 144 for 4608 (H200, x torch.mm, the table's pick before in brackets; perf/results/h200_wave_tiles.txt):
+    # 1280 x 8192 at M = 512 on 128x160 cooperative tiles over 4 K slices (32 tiles x 4) 0.98 (0.92), at M = 1024 on
+    # 64x160 (128 tiles) 0.93 (0.85), at M = 2048 on 128x160 cooperative (128 tiles) 1.00 (0.94), at M = 4096 on
+    # 128x160 ping-pong (256 tiles, one a warpgroup) 1.02 (0.92); 7168 x 8192 at M = 128 on 64x112 in pairs along M
+    # (128 tiles) 0.99 (0.95); 3584 x 3584 at M = 256 on 64x112 0.96 (0.93); 4608 x 3584 at M = 512 on 128x144
+    # cooperative (128 tiles) 0.96 (0.92)
+    Candidate(T((64, 112, 64), (1, 1, 1), "warpspecialized", "persistent", epilogue_tile=(64, 16)), 64, 512, _MID),
+    Candidate(T((64, 112, 64), (2, 1, 1), "warpspecialized", "persistent", epilogue_tile=(64, 16)), 128, 512, _MID),
+    Candidate(T((64, 160, 64), (1, 1, 1), "warpspecialized", "persistent"), 256, 2048, _MID),
+    Candidate(T((64, 160, 64), (2, 1, 1), "warpspecialized", "persistent"), 256, 2048, _MID),
+    Candidate(T((128, 144, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16)), 256, 2048, _MID),
+    Candidate(T((128, 160, 64), (1, 1, 1), "cooperative", "persistent"), 512, 8192, _MID),
+    Candidate(T((128, 160, 64), (1, 1, 1), "cooperative", "split_k_parallel"), 256, 1024, _SPLIT_K_PARALLEL),
+    Candidate(T((128, 160, 64), (1, 1, 1), "pingpong", "persistent"), 1024, 1 << 30, _GRID),
     # mid and large M
     Candidate(T((128, 64, 64), (1, 2, 1), "pingpong", "persistent"), 64, 2048, _GRID),
     Candidate(T((128, 128, 64), (1, 2, 1), "pingpong", "persistent"), 64, 1 << 30, _GRID),
