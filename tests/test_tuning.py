@@ -148,14 +148,20 @@ def test_a_merged_table_is_minimal_only_while_every_linear_run_was():
     """A linear run merged into a table keeps the earlier runs' history and clears "minimal" unless both were."""
     from fused_gemm.bench.tune import merge
     entry = _table().entries[0]
-    first = tuned.TunedTable("h100", {"op": "linear", "measured": "day 1", "minimal": True}, (entry,))
+    first = merge(None, tuned.TunedTable("h100", {"op": "linear", "measured": "day 1", "minimal": True}, (entry,)))
     again = merge(first, tuned.TunedTable("h100", {"op": "linear", "measured": "day 2", "minimal": True}, (entry,)))
     assert again.meta["minimal"] is True
     later = merge(again, tuned.TunedTable("h100", {"op": "linear", "measured": "day 3", "minimal": False}, (entry,)))
     assert later.meta["minimal"] is False and later.meta["measured"] == "day 3"
-    assert [line.split(":")[0] for line in later.meta["history"]] == ["day 2", "day 3"]
+    assert [line.split(":")[0] for line in later.meta["history"]] == ["day 1", "day 2", "day 3"]
     assert f"N x K {entry.n}x{entry.k}; M {entry.m}), minimal False" in later.meta["history"][-1]
     assert merge(later, first).meta["minimal"] is False      # once mixed, a minimal run does not make it minimal
+    assert "op" not in first.meta and first.meta["history"] == [first.meta["history"][0]]
+    unknown = tuned.TunedTable("h100", {"epilogue": "bias+gelu_tanh"}, (entry,))   # linear entries, no word on minimal
+    assert merge(unknown, first).meta["minimal"] is False
+    fp8_first = merge(None, tuned.TunedTable("h100", {"op": "fp8", "measured": "day 0", "minimal": False}, ()))
+    assert "fp8" in fp8_first.meta and "op" not in fp8_first.meta and fp8_first.meta["history"] == ["day 0: fp8, no cells, minimal False"]
+    assert merge(fp8_first, tuned.TunedTable("h100", {"op": "linear", "minimal": True}, (entry,))).meta["minimal"] is True
 
 
 def test_tuner_workloads_build_their_ops_specs():

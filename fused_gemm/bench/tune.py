@@ -428,8 +428,8 @@ def tune(shapes: Sequence[Tuple[int, int]], ms: Sequence[int], dtype: torch.dtyp
 
 def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
     """New entries replace old ones of the same (op, dtype, N, K, M); the rest of the old table stays."""
-    if old is None:
-        return new
+    if old is None:         # a first run: merged into an empty table, so that its meta takes the same shape
+        old = TunedTable(new.gpu, {}, ())
     keys = {e.key for e in new.entries}
     kept = tuple(e for e in old.entries if e.key not in keys)
     entries = kept + new.entries
@@ -440,8 +440,10 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
     op = new.meta.get("op", "linear")
     run = {k: v for k, v in new.meta.items() if k != "op"}
     if op == "linear":
+        # a table whose linear entries came with no word on it was not chosen minimal
+        was_minimal = old.meta.get("minimal", not any(e.op == "linear" for e in old.entries)) is True
         meta = {**old.meta, **run, "cells_in_last_run": len(new.entries),
-                "minimal": old.meta.get("minimal", True) is True and bool(run.get("minimal"))}
+                "minimal": was_minimal and bool(run.get("minimal"))}
     else:
         meta = {**old.meta, op: {**run, "cells_in_last_run": len(new.entries)}}
     meta["history"] = list(old.meta.get("history", ())) + [_history_line(op, run, new.entries)]
@@ -451,10 +453,10 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
 
 def _history_line(op: str, run: dict, entries) -> str:
     """One run as the table's history records it: when, which op, how many cells, whether minimal."""
-    shapes = sorted({(e.n, e.k) for e in entries})
-    ms = sorted({e.m for e in entries})
-    return (f"{run.get('measured', '?')}: {op}, {len(entries)} cells (N x K {', '.join(f'{n}x{k}' for n, k in shapes)};"
-            f" M {', '.join(map(str, ms))}), minimal {bool(run.get('minimal'))}")
+    shapes = ", ".join(f"{n}x{k}" for n, k in sorted({(e.n, e.k) for e in entries}))
+    ms = ", ".join(map(str, sorted({e.m for e in entries})))
+    cells = f"{len(entries)} cells (N x K {shapes}; M {ms})" if entries else "no cells"
+    return f"{run.get('measured', '?')}: {op}, {cells}, minimal {bool(run.get('minimal'))}"
 
 
 def _kernel_count(entries) -> int:

@@ -184,7 +184,7 @@ def entry_dtypes(dtype: str, op: str = "linear") -> Tuple[str, ...]:
 
 # A linear call on a weight the table lacks takes the entry, at its M bucket, of the tabled weight nearest in rows (then
 # in K) if that one is within this ratio of rows: the tile choice follows the tile count, which the rows set (the
-# tables' picks at M = 128 go from 64x64 tiles up to 4096 rows, to 64x96 / 64x128 pairs up to 8192, to 128x112+ wider).
+# tables' picks at M = 128 go from 64x64 tiles up to 4096 rows, to 64x96 / 64x112 / 64x128 pairs up to 8192, to 128x112+ wider).
 # Not for decode buckets (M <= 16: the decode kernel's CTA shape is chosen per weight class; the rule starts with the
 # bucket of M = 17-64), and only where the
 # entry's tile divides the weight's rows: the tables' 112- and 144-wide tiles were picked where they make whole waves,
