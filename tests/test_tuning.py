@@ -164,6 +164,29 @@ def test_a_merged_table_is_minimal_only_while_every_linear_run_was():
     assert merge(fp8_first, tuned.TunedTable("h100", {"op": "linear", "minimal": True}, (entry,))).meta["minimal"] is True
 
 
+def test_a_retuned_cell_is_kept_only_where_every_sweep_run_confirms_it():
+    """confirmed_entries: a changed entry replaces the current one only where every run after beats every run
+    before by more than the margin, in cells swept in all runs; unchanged entries and other ops / dtypes stay out."""
+    from fused_gemm.bench.tune import confirmed_entries
+    current = _table()
+    wide = TileConfig((128, 160, 64), (1, 1, 1), "pingpong")
+    moved = tuned.Entry("bf16", 4096, 4096, 4096, wide, LaunchOptions(pdl=True), 1.05)       # changed, confirmed
+    noisy = tuned.Entry("bf16", 4096, 4096, 16, wide, LaunchOptions(), 1.05)                  # changed, not confirmed
+    same = current.entries[1]                                                                 # M = 1, unchanged
+    unswept = tuned.Entry("bf16", 1280, 8192, 512, wide, LaunchOptions(), 1.0)                # new cell, not swept
+    fp16 = tuned.Entry("fp16", 4096, 4096, 4096, wide, LaunchOptions(), 1.1)                  # another dtype
+    retuned = tuned.TunedTable("h100", {}, (moved, noisy, same, unswept, fp16))
+    before = [{(4096, 4096, 4096): 1.00, (4096, 4096, 16): 1.00, (4096, 4096, 1): 1.0},
+              {(4096, 4096, 4096): 0.99, (4096, 4096, 16): 1.02, (4096, 4096, 1): 1.0}]
+    after = [{(4096, 4096, 4096): 1.03, (4096, 4096, 16): 1.05, (4096, 4096, 1): 1.2},
+             {(4096, 4096, 4096): 1.02, (4096, 4096, 16): 1.025, (4096, 4096, 1): 1.2}]
+    assert confirmed_entries(current, retuned, before, after) == (moved,)
+    assert confirmed_entries(current, retuned, before, after, margin=0.02) == ()      # 1.02 is not > 1.02 x 1.00
+    assert confirmed_entries(current, retuned, before, after, margin=0.0) == (moved, noisy)
+    assert confirmed_entries(current, retuned, [], after) == ()
+    assert confirmed_entries(current, retuned, before, after, dtype="fp16") == (fp16,)  # ratios: a sweep in that dtype
+
+
 def test_tuner_workloads_build_their_ops_specs():
     """Each op's candidates make specs of the op's own family, as its select() builds them."""
     import torch

@@ -451,6 +451,31 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
     return TunedTable(new.gpu, meta, entries)
 
 
+Ratios = Dict[Tuple[int, int, int], float]     # (N, K, M) -> speed-up over the baseline, one sweep run
+
+
+def confirmed_entries(current: TunedTable, retuned: TunedTable, before: Sequence[Ratios], after: Sequence[Ratios],
+                      margin: float = 0.01, op: str = "linear", dtype: str = "bf16") -> Tuple[Entry, ...]:
+    """The re-tuned entries of ``op`` / ``dtype`` that sweeps confirm.  The tuner picks on short timings, and a cell's
+    winner can lose to its old entry once both run as a sweep runs them; so a re-tuned cell replaces the current one only
+    where it changed and every sweep run with the re-tuned table (``after``) beat every run with the current table
+    (``before``) by more than ``margin``, the cells swept in both."""
+    old = {e.key: e for e in current.entries}
+    kept = []
+    for e in retuned.entries:
+        if e.op != op or e.dtype != dtype:
+            continue
+        was = old.get(e.key)
+        if was is not None and (was.config, was.launch) == (e.config, e.launch):
+            continue
+        cell = (e.n, e.k, e.m)
+        if not all(cell in run for run in (*before, *after)) or not before or not after:
+            continue
+        if min(run[cell] for run in after) > (1 + margin) * max(run[cell] for run in before):
+            kept.append(e)
+    return tuple(kept)
+
+
 def _history_line(op: str, run: dict, entries) -> str:
     """One run as the table's history records it: when, which op, how many cells, whether minimal."""
     shapes = ", ".join(f"{n}x{k}" for n, k in sorted({(e.n, e.k) for e in entries}))
