@@ -434,15 +434,19 @@ def heuristic_only(monkeypatch):
     linear_mod._selection.clear()
 
 
-@pytest.mark.parametrize("m", [7, 64, 100, 255])
-def test_narrow_weight_without_a_table_entry_takes_split_k(heuristic_only, m):
+@pytest.mark.parametrize("m", [7, 64, 100, 255, 300, 700])
+def test_narrow_weight_without_a_table_entry_takes_the_narrow_rows(heuristic_only, m):
     """A narrow long-K weight the tables lack (Llama-3-8B TP4's qkv, 1536 x 4096) takes the heuristic's split-K
-    row from M = 17 (the decode row below): right answers, outputs NaN-poisoned first."""
+    row from M = 17 (the decode row below) and its persistent narrow rows from M = 257: right answers, outputs
+    NaN-poisoned first."""
+    from fused_gemm.generator.gemm import heuristics
     ep = Epilogue.parse("bias+gelu_tanh")
     g = operands(ep, (m,), 1536, 4096, torch.bfloat16)
     op, launch = fused_gemm.gemm.linear.select(g["x"], g["bias"], "gelu_tanh", None, None, None, torch.bfloat16, m,
                                                1536, 4096)
-    assert (op.spec.config.scheduler == "split_k_parallel") == (m > 16)
+    assert (op.spec.config.scheduler == "split_k_parallel") == (16 < m <= 256)
+    if m > 256:
+        assert op.spec.config in {row.config for row in heuristics.NARROW_RULES["sm90a"]}
     out = torch.full((m, 1536), float("nan"), dtype=torch.bfloat16, device="cuda")
     assert_close(call_linear(ep, g, out=out), reference(ep, **g), torch.bfloat16)
 

@@ -334,8 +334,8 @@ def test_heuristic_is_the_fallback_for_untuned_shapes():
 
 
 def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_path, monkeypatch):
-    """Within 1.5x in rows, from the M = 64 bucket (M > 16) on, where the entry's tile divides the rows (its N side,
-    or its M side under swap-AB); a split-K entry only for a K as long as NARROW_RULES' and with a split count that
+    """Within 1.5x in rows, from the M = 64 bucket (M > 16) on, the nearest whose entry's tile divides the rows (its N
+    side, or its M side under swap-AB); a split-K entry only for a K as long as NARROW_RULES' and with a split count that
     fits this K (else the automatic one); nothing for an empty weight."""
     t64 = TileConfig((64, 64, 128), (1, 1, 1), "warpspecialized", "persistent")
     t112 = TileConfig((128, 112, 64), (1, 1, 1), "cooperative", "persistent", epilogue_tile=(128, 16))
@@ -347,6 +347,7 @@ def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_pat
         tuned.Entry("bf16", 4096, 4096, 128, t64, LaunchOptions(swizzle=4), 1.1),
         tuned.Entry("bf16", 4096, 4096, 16, small, LaunchOptions(pdl=True), 1.1),
         tuned.Entry("bf16", 14336, 4096, 128, t112, LaunchOptions(pdl=True), 1.0),
+        tuned.Entry("bf16", 12800, 4096, 128, t64, LaunchOptions(), 1.0),
         tuned.Entry("bf16", 1280, 8192, 256, split, LaunchOptions(splits=8, pdl=True), 1.0)))
     monkeypatch.setattr(tuned, "TABLE_DIR", tmp_path)
     (tmp_path / "h100.json").write_text(table.to_json())
@@ -360,8 +361,10 @@ def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_pat
         assert near("h100", "bf16", 3040, 2048, 64) is None                   # 64 (swap-AB: the M side) ∤ 3040
         assert near("h100", "bf16", 3072, 0, 128) is None and near("h100", "bf16", 0, 2048, 128) is None
         assert near("h100", "bf16", 8192, 4096, 128) is None                  # 2x the rows: too far
-        assert near("h100", "bf16", 12544, 4096, 128).config == t112          # 112 x 112 rows
-        assert near("h100", "bf16", 16384, 4096, 128) is None                 # 112 does not divide 16384
+        assert near("h100", "bf16", 14224, 4096, 128).config == t112          # 127 x 112 rows
+        assert near("h100", "bf16", 13824, 4096, 128).config == t64           # 112 ∤ 13824: the next nearest's tile
+        assert near("h100", "bf16", 16384, 4096, 128).config == t64           # ... and 16384
+        assert near("h100", "bf16", 16400, 4096, 128) is None                 # neither divides 16400
         assert near("h100", "bf16", 1536, 8192, 256).launch.splits == 8
         assert near("h100", "bf16", 1536, 4104, 256).launch.splits == 1       # 4104 / 8 is no multiple of 8
         assert near("h100", "bf16", 1536, 2048, 256) is None                  # too short a K to split
@@ -369,19 +372,19 @@ def test_a_weight_the_table_lacks_takes_its_nearest_tabled_weights_entry(tmp_pat
         tuned.load.cache_clear()
 
 
-@pytest.mark.parametrize("m, n, k, split", [
-    (64, 2304, 16384, True), (64, 3584, 4096, True), (128, 2560, 8192, True), (256, 1536, 4096, True),
-    (16, 1280, 8192, False),     # decode sizes keep their row
-    (64, 4096, 4096, False),     # wide enough to fill the GPU
-    (128, 3584, 8192, False),
-    (64, 1280, 2048, False),     # K too short to split
-    (512, 1280, 8192, False),
+@pytest.mark.parametrize("m, n, k, kind", [
+    (64, 2304, 16384, "split"), (64, 3584, 4096, "split"), (128, 2560, 8192, "split"), (256, 1536, 4096, "split"),
+    (16, 1280, 8192, "rows"),      # decode sizes keep their row
+    (64, 4096, 4096, "rows"),      # wide enough to fill the GPU
+    (128, 3584, 8192, "rows"),
+    (64, 1280, 2048, "rows"),      # K too short to split
+    (512, 1280, 8192, "narrow"), (1024, 1536, 4096, "narrow"),      # persistent narrow rows at M = 257-1024
+    (512, 2560, 8192, "rows"), (1024, 1536, 2048, "rows"), (2048, 1536, 4096, "rows"),
 ])
-def test_narrow_long_k_weights_fall_back_to_split_k(m, n, k, split):
+def test_narrow_weights_take_their_rows(m, n, k, kind):
     rule = heuristics.pick_for_shape("sm90a", m, n, k)
-    assert (rule.config.scheduler == "split_k_parallel") == split
-    if not split:
-        assert rule == heuristics.pick("sm90a", m)
+    assert (rule.config.scheduler == "split_k_parallel") == (kind == "split")
+    assert (rule == heuristics.pick("sm90a", m)) == (kind == "rows")
     assert m <= rule.max_m
 
 

@@ -64,6 +64,14 @@ NARROW_RULES: Dict[str, Tuple[NarrowRule, ...]] = {"sm90a": (
     NarrowRule(17, 64, 3584, SPLIT_MIN_K,
                TileConfig((64, 64, 128), (4, 1, 1), "warpspecialized", "split_k_parallel", swap_ab=True)),
     NarrowRule(65, 256, 2560, SPLIT_MIN_K, TileConfig((128, 128, 64), (1, 1, 1), "pingpong", "split_k_parallel")),
+    # Narrow weights at M = 257-1024: the tiles the H200 table held for 1280 x 8192 there until 2026-11-28, which
+    # Llama-3-8B TP4's qkv (1536 x 4096) then borrowed as its nearest weight: 0.93-1.00x / 0.91-0.92x torch.mm at
+    # M = 512 / 1024 against 0.59-0.60x / 0.75-0.77x on SM90_RULES' rows (three runs each; sweep_linear_untabled_*.csv
+    # in perf/results/h200/).  1280 x 8192 now has one-wave 160-wide tiles there, which divide no such neighbour.
+    NarrowRule(257, 512, 2048, 4096, TileConfig((64, 128, 64), (1, 1, 1), "pingpong", "persistent", swap_ab=True),
+               LaunchOptions(swizzle=4)),
+    NarrowRule(513, 1024, 2048, 4096, TileConfig((128, 96, 64), (2, 1, 1), "pingpong", "persistent",
+                                                 epilogue_tile=(64, 32)), LaunchOptions(swizzle=2)),
 )}
 
 

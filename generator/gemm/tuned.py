@@ -190,7 +190,10 @@ def entry_dtypes(dtype: str, op: str = "linear") -> Tuple[str, ...]:
 # entry's tile divides the weight's rows: the tables' 112- and 144-wide tiles were picked where they make whole waves,
 # and on 16384 rows a 14336-row weight's 112-wide tile ran at 0.67-0.70x torch.mm against 0.91-0.96x for the
 # heuristic's (H200, 16 weights of four models at five shardings no table has, M = 1-4096: geomean 0.925x -> 0.977x
-# with both rules; perf/results/h200_split_k_parallel.txt, sections J and K; not measured on an H100).
+# with both rules; perf/results/h200_split_k_parallel.txt, sections J and K; not measured on an H100).  Where the
+# nearest weight's tile does not divide the rows, the next nearest whose tile does serves (2026-11-28: the one-wave
+# tiles, 160 wide for 1280 rows, 112 for 3584, would otherwise leave 1536-, 2560- and 3072-row weights to the heuristic;
+# the cells this changed were not measured).
 NEAREST_ROWS_RATIO = 1.5
 NEAREST_MIN_BUCKET = 64
 
@@ -200,8 +203,8 @@ def _split_k_parallel(config) -> bool:
 
 
 def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
-    """linear's rule for an [n, k] weight the table of ``gpu`` lacks: the entry of the nearest tabled weight (see
-    NEAREST_ROWS_RATIO) at M's bucket, or None.  A split-K entry's forced count falls back to the automatic one
+    """linear's rule for an [n, k] weight the table of ``gpu`` lacks: the entry, at M's bucket, of the nearest tabled
+    weight (see NEAREST_ROWS_RATIO) among those whose entry's tile divides n, or None.  A split-K entry's forced count falls back to the automatic one
     (splits=1) where it does not cut this K into 8-element multiples."""
     table = load(gpu)
     if table is None or n <= 0 or k <= 0:
@@ -212,12 +215,10 @@ def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[R
     for entry_dtype in entry_dtypes(dtype):
         cells = [e for e in table.entries if e.op == "linear" and e.dtype == entry_dtype and e.m == bucket
                  and max(n, e.n) <= NEAREST_ROWS_RATIO * min(n, e.n)
-                 and (not _split_k_parallel(e.config) or k >= SPLIT_MIN_K)]
+                 and (not _split_k_parallel(e.config) or k >= SPLIT_MIN_K)
+                 and isinstance(e.config, TileConfig) and n % e.config.tile[0 if e.config.swap_ab else 1] == 0]
         if cells:
             near = min(cells, key=lambda e: (abs(math.log(n / e.n)), abs(math.log(k / e.k))))
-            config = near.config
-            if not isinstance(config, TileConfig) or n % config.tile[0 if config.swap_ab else 1]:
-                return None
             rule = near.rule(bucket)
             splits = rule.launch.splits
             if _split_k_parallel(near.config) and splits > 1 and not k_slices_fit(k, splits):
