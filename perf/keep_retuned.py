@@ -24,10 +24,19 @@ RUN_KEYS = ("measured", "gpu", "driver", "torch", "epilogue", "baseline", "minim
 
 
 def sweep_ratios(path: str, dtype: str):
-    """(N, K, M) -> speedup_vs_mm of a `fused-gemm sweep` CSV's linear rows in ``dtype``."""
+    """(N, K, M) -> speedup_vs_mm of a `fused-gemm sweep` CSV's linear rows in ``dtype`` that passed their float64
+    check; a cell twice in one file (two epilogues) is refused, as its ratio would be ambiguous."""
+    ratios = {}
     with open(path, newline="") as f:
-        return {(int(r["N"]), int(r["K"]), int(r["M"])): float(r["speedup_vs_mm"]) for r in csv.DictReader(f)
-                if r["op"] == "linear" and SWEEP_DTYPES.get(r["dtype"]) == dtype}
+        for r in csv.DictReader(f):
+            if r["op"] != "linear" or SWEEP_DTYPES.get(r["dtype"]) != dtype or r["ok"] != "True" \
+                    or not r["speedup_vs_mm"]:
+                continue
+            cell = (int(r["N"]), int(r["K"]), int(r["M"]))
+            if cell in ratios:
+                raise SystemExit(f"{path}: N={cell[0]} K={cell[1]} M={cell[2]} appears twice (one epilogue a file)")
+            ratios[cell] = float(r["speedup_vs_mm"])
+    return ratios
 
 
 def main(argv=None) -> int:
@@ -43,6 +52,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     current = TunedTable.from_json(Path(args.current).read_text())
     retuned = TunedTable.from_json(Path(args.retuned).read_text())
+    if current.gpu != retuned.gpu:
+        raise SystemExit(f"--current is {current.gpu}'s table, --retuned {retuned.gpu}'s")
     before = [sweep_ratios(p, args.dtype) for p in args.before]
     after = [sweep_ratios(p, args.dtype) for p in args.after]
     kept = confirmed_entries(current, retuned, before, after, args.margin, dtype=args.dtype)
@@ -56,6 +67,9 @@ def main(argv=None) -> int:
             " ".join(f"{run.get(cell, float('nan')):.3f}" for run in after)
         print(f"{e.n:>6}x{e.k:<6} M={e.m:<6} {ratios}  {'kept' if e in kept else '    '}  "
               f"{was.config.name + ' ' + was.launch.label if was else '(none)'} -> {e.config.name} {e.launch.label}")
+    if not kept:
+        print(f"no cell kept; {args.out or args.current} left as it was")
+        return 0
     run = {k: retuned.meta[k] for k in RUN_KEYS if k in retuned.meta}     # the tuner's run (its file holds the rest)
     run["op"] = "linear"
     merged = merge(current, TunedTable(current.gpu, run, kept))
