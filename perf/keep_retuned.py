@@ -16,7 +16,7 @@ import csv
 import sys
 from pathlib import Path
 
-from fused_gemm.bench.tune import confirmed_entries, merge
+from fused_gemm.bench.tune import changed_entries, confirmed_entries, merge
 from fused_gemm.generator.gemm.tuned import TunedTable
 
 SWEEP_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
@@ -57,12 +57,8 @@ def main(argv=None) -> int:
     before = [sweep_ratios(p, args.dtype) for p in args.before]
     after = [sweep_ratios(p, args.dtype) for p in args.after]
     kept = confirmed_entries(current, retuned, before, after, args.margin, dtype=args.dtype)
-    old = {e.key: e for e in current.entries}
-    for e in retuned.entries:
-        was = old.get(e.key)
+    for was, e in changed_entries(current, retuned, dtype=args.dtype):
         cell = (e.n, e.k, e.m)
-        if e.op != "linear" or e.dtype != args.dtype or (was and (was.config, was.launch) == (e.config, e.launch)):
-            continue
         ratios = " ".join(f"{run.get(cell, float('nan')):.3f}" for run in before) + " -> " + \
             " ".join(f"{run.get(cell, float('nan')):.3f}" for run in after)
         print(f"{e.n:>6}x{e.k:<6} M={e.m:<6} {ratios}  {'kept' if e in kept else '    '}  "

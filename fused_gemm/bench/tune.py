@@ -454,20 +454,22 @@ def merge(old: Optional[TunedTable], new: TunedTable) -> TunedTable:
 Ratios = Dict[Tuple[int, int, int], float]     # (N, K, M) -> speed-up over the baseline, one sweep run
 
 
+def changed_entries(current: TunedTable, retuned: TunedTable, op: str = "linear", dtype: str = "bf16"
+                    ) -> List[Tuple[Optional[Entry], Entry]]:
+    """(current entry or None, re-tuned entry) for each cell of ``op`` / ``dtype`` whose kernel or launch changed."""
+    old = {e.key: e for e in current.entries}
+    return [(old.get(e.key), e) for e in retuned.entries if e.op == op and e.dtype == dtype
+            and (e.key not in old or (old[e.key].config, old[e.key].launch) != (e.config, e.launch))]
+
+
 def confirmed_entries(current: TunedTable, retuned: TunedTable, before: Sequence[Ratios], after: Sequence[Ratios],
                       margin: float = 0.01, op: str = "linear", dtype: str = "bf16") -> Tuple[Entry, ...]:
     """The re-tuned entries of ``op`` / ``dtype`` that sweeps confirm.  The tuner picks on short timings, and a cell's
     winner can lose to its old entry once both run as a sweep runs them; so a re-tuned cell replaces the current one only
     where it changed and every sweep run with the re-tuned table (``after``) beat every run with the current table
     (``before``) by more than ``margin``, the cells swept in both."""
-    old = {e.key: e for e in current.entries}
     kept = []
-    for e in retuned.entries:
-        if e.op != op or e.dtype != dtype:
-            continue
-        was = old.get(e.key)
-        if was is not None and (was.config, was.launch) == (e.config, e.launch):
-            continue
+    for _, e in changed_entries(current, retuned, op, dtype):
         cell = (e.n, e.k, e.m)
         if not all(cell in run for run in (*before, *after)) or not before or not after:
             continue

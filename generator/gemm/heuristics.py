@@ -40,8 +40,9 @@ RULES: Dict[str, Tuple[Rule, ...]] = {"sm90a": SM90_RULES}
 
 @dataclass(frozen=True)
 class NarrowRule:
-    """A row for a weight too narrow (N rows) for the M row's tile to fill the GPU, with a K long enough to
-    split: ``linear`` takes it before SM90_RULES for shapes its GPU's tuned table lacks.  Rows are tried in
+    """A row for a weight too narrow (N rows) for the M row's tile to fill the GPU, with K at least min_k (split-K
+    rows, and persistent tiles for narrow weights at mid M): ``linear`` takes it before SM90_RULES for shapes its
+    GPU's tuned table lacks.  Rows are tried in
     order; M is the call's bucket (tuned.M_BUCKETS), as for the tables."""
     min_m: int
     max_m: int

@@ -204,8 +204,8 @@ def _split_k_parallel(config) -> bool:
 
 def nearest_rule_for(gpu: str, dtype: str, n: int, k: int, m: int) -> Optional[Rule]:
     """linear's rule for an [n, k] weight the table of ``gpu`` lacks: the entry, at M's bucket, of the nearest tabled
-    weight (see NEAREST_ROWS_RATIO) among those whose entry's tile divides n, or None.  A split-K entry's forced count falls back to the automatic one
-    (splits=1) where it does not cut this K into 8-element multiples."""
+    weight (see NEAREST_ROWS_RATIO) among those whose entry's tile divides n, or None.  A split-K entry's forced count
+    falls back to the automatic one (splits=1) where it does not cut this K into 8-element multiples."""
     table = load(gpu)
     if table is None or n <= 0 or k <= 0:
         return None
